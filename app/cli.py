@@ -1,0 +1,130 @@
+"""`abstract-qa`: a thin command line over the library. Errors print as one line, no traceback."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TimeRemainingColumn
+from rich.table import Table
+
+from app.errors import AQAError
+from app.settings import get_settings
+from app.types import IndexStats, IngestReport
+
+cli = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Question answering over research-paper abstracts, with citations.",
+)
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+MAX_LISTED = 25
+
+
+def main() -> None:
+    try:
+        cli()
+    except AQAError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+
+
+@cli.command("ingest")
+def ingest_command(
+    paths: list[Path] = typer.Argument(..., help="Files or directories to read."),
+    rebuild: bool = typer.Option(False, "--rebuild", help="Delete the index and start over."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    if_empty: bool = typer.Option(
+        False, "--if-empty", help="Do nothing when the index already holds papers."
+    ),
+) -> None:
+    """Read abstracts into the index. Re-running adds only what changed."""
+    from ingest.index import index_stats
+    from ingest.pipeline import ingest
+
+    settings = get_settings()
+    if if_empty and not rebuild and index_stats(settings).papers > 0:
+        out.print("The index already holds papers; nothing to do (--if-empty).")
+        return
+    show_bar = not as_json and sys.stderr.isatty()
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        disable=not show_bar,
+        transient=True,
+    ) as bar:
+        tasks: dict[str, TaskID] = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done, total=total)
+
+        try:
+            report = ingest(paths, settings, rebuild=rebuild, progress=progress)
+        except KeyboardInterrupt:
+            err.print(
+                "Interrupted. What was written is kept; run the same command again to finish."
+            )
+            raise typer.Exit(130) from None
+    if as_json:
+        typer.echo(report.model_dump_json(indent=2))
+    else:
+        _print_report(report)
+    if report.papers == 0:
+        err.print("Nothing could be read: see the reasons above.")
+        raise typer.Exit(1)
+
+
+def _print_report(report: IngestReport) -> None:
+    out.print(
+        f"Read {report.files} file(s): {report.papers} papers, {report.chunks} chunks "
+        f"in {report.seconds:.1f}s."
+    )
+    out.print(
+        f"Chunks: {report.added} added, {report.updated} updated, "
+        f"{report.unchanged} unchanged, {report.removed} removed."
+    )
+    for label, problems in (("Skipped", report.skipped), ("Warnings", report.warnings)):
+        if problems:
+            out.print(f"{label} ({len(problems)}):")
+            for problem in problems[:MAX_LISTED]:
+                out.print(f"  {problem}", highlight=False, markup=False)
+            if len(problems) > MAX_LISTED:
+                out.print(f"  ... and {len(problems) - MAX_LISTED} more (see --json)")
+
+
+@cli.command("stats")
+def stats_command(
+    as_json: bool = typer.Option(False, "--json", help="Print the statistics as JSON."),
+) -> None:
+    """What the index holds: papers, chunks, venues, years, model, data directory."""
+    from ingest.index import index_stats
+
+    stats = index_stats(get_settings())
+    if as_json:
+        typer.echo(stats.model_dump_json(indent=2))
+        return
+    _print_stats(stats)
+
+
+def _print_stats(stats: IndexStats) -> None:
+    table = Table(show_header=False, box=None)
+    table.add_row("papers", str(stats.papers))
+    table.add_row("chunks", str(stats.chunks))
+    table.add_row("embedding model", f"{stats.embedding_model} ({stats.embedding_dim} dims)")
+    table.add_row("data directory", str(stats.data_dir))
+    table.add_row("chroma", stats.chroma)
+    table.add_row("venues", ", ".join(f"{v} ({n})" for v, n in stats.venues.items()) or "-")
+    table.add_row("years", ", ".join(f"{y} ({n})" for y, n in stats.years.items()) or "-")
+    out.print(table)
+
+
+if __name__ == "__main__":
+    main()

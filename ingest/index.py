@@ -1,0 +1,299 @@
+"""The index: a Chroma collection (embedded or on a server) plus a BM25 index derived from it.
+
+Chroma is the source of truth. The BM25 index is a cache keyed by the collection's
+``aqa_generation`` marker, which every write session changes first: a BM25 index whose
+generation differs is stale and is rebuilt from Chroma, so the two sides always agree, even
+after an interrupted ingest or on another machine reading the same Chroma server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import bm25s
+import chromadb
+import Stemmer
+from chromadb.api import ClientAPI
+from chromadb.api.models.Collection import Collection
+from chromadb.config import Settings as ChromaSettings
+
+from app.errors import ConfigError, IndexMismatchError
+from app.settings import Settings
+from app.types import Chunk, IndexStats, Paper
+from ingest.embed import ModelSpec
+from ingest.text import fingerprint, plain_text
+
+MODEL_KEY = "aqa_embedding_model"
+DIM_KEY = "aqa_embedding_dim"
+GENERATION_KEY = "aqa_generation"
+_PAGE = 5000
+
+
+def open_client(settings: Settings) -> ClientAPI:
+    """Embedded Chroma under data_dir, or the Chroma server named by AQA_CHROMA_HOST."""
+    chroma_settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
+    if settings.chroma_host:
+        try:
+            return chromadb.HttpClient(
+                host=settings.chroma_host,
+                port=settings.chroma_port,
+                ssl=settings.chroma_ssl,
+                settings=chroma_settings,
+            )
+        except Exception as exc:
+            raise ConfigError(
+                f"Cannot reach the Chroma server at {settings.chroma_host}:{settings.chroma_port} "
+                f"({exc}). Start it with `chroma run --path DIR --port {settings.chroma_port}` "
+                "or unset AQA_CHROMA_HOST to use the embedded index."
+            ) from exc
+    settings.chroma_dir.mkdir(parents=True, exist_ok=True)
+    return chromadb.PersistentClient(path=str(settings.chroma_dir), settings=chroma_settings)
+
+
+def chunk_metadata(paper: Paper, chunk: Chunk) -> dict[str, Any]:
+    """What Chroma stores beside a chunk (no None values: Chroma rejects them)."""
+    meta: dict[str, Any] = {
+        "paper_id": paper.paper_id,
+        "chunk_index": chunk.index,
+        "start": chunk.start,
+        "end": chunk.end,
+        "title": paper.title,
+        "title_derived": paper.title_derived,
+        "authors": json.dumps(paper.authors, ensure_ascii=False),
+        "keywords": json.dumps(paper.keywords, ensure_ascii=False),
+        "source": paper.source,
+        "content_hash": chunk.content_hash,
+    }
+    for key in ("year", "venue", "url", "decision"):
+        value = getattr(paper, key)
+        if value is not None:
+            meta[key] = value
+    meta["meta_hash"] = fingerprint(json.dumps({k: meta[k] for k in sorted(meta) if k != "source"}))
+    return meta
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A chunk as the index holds it."""
+
+    chunk_id: str
+    paper_id: str
+    content_hash: str
+    meta_hash: str
+
+
+class Index:
+    """One collection and its BM25 companion."""
+
+    def __init__(self, settings: Settings, client: ClientAPI | None = None) -> None:
+        self.settings = settings
+        self.client = client or open_client(settings)
+        self.batch_size = self.client.get_max_batch_size()
+
+    # --- collection --------------------------------------------------------------------------
+    def collection(self, spec: ModelSpec | None = None, create: bool = False) -> Collection | None:
+        """The collection; with ``spec``, refuse one built by another model."""
+        name = self.settings.collection
+        if create:
+            if spec is None:
+                raise ValueError("creating a collection needs the model spec")
+            col = self.client.get_or_create_collection(
+                name,
+                metadata={MODEL_KEY: spec.name, DIM_KEY: spec.dim, GENERATION_KEY: "new"},
+                configuration={"hnsw": {"space": "cosine"}},
+                embedding_function=None,
+            )
+        else:
+            try:
+                col = self.client.get_collection(name, embedding_function=None)
+            except Exception:  # chroma raises NotFoundError / ValueError by version
+                return None
+        if spec is not None:
+            self.check_model(col, spec)
+        return col
+
+    def check_model(self, col: Collection, spec: ModelSpec) -> None:
+        meta = col.metadata or {}
+        built_with, dim = meta.get(MODEL_KEY), meta.get(DIM_KEY)
+        if built_with is not None and (built_with != spec.name or dim != spec.dim):
+            raise IndexMismatchError(
+                f"The index in {self.where()} was built with {built_with} ({dim} dimensions) but "
+                f"the settings ask for {spec.name} ({spec.dim} dimensions). Either set "
+                f"AQA_EMBEDDING_MODEL/AQA_EMBEDDINGS back to match it, or rebuild it with "
+                f"`abstract-qa ingest PATH --rebuild`."
+            )
+
+    def where(self) -> str:
+        if self.settings.chroma_host:
+            return f"Chroma server {self.settings.chroma_host}:{self.settings.chroma_port}"
+        return str(self.settings.chroma_dir)
+
+    def drop(self) -> None:
+        """Delete the collection and its BM25 index (for --rebuild)."""
+        if self.collection() is not None:
+            self.client.delete_collection(self.settings.collection)
+        shutil.rmtree(self._bm25_root(), ignore_errors=True)
+
+    def begin_write(self, col: Collection) -> str:
+        """Mark the BM25 side stale before any change: a crash mid-write then forces a rebuild."""
+        generation = uuid.uuid4().hex
+        meta = dict(col.metadata or {})
+        meta[GENERATION_KEY] = generation
+        col.modify(metadata=meta)
+        return generation
+
+    @staticmethod
+    def generation(col: Collection) -> str:
+        return str((col.metadata or {}).get(GENERATION_KEY, ""))
+
+    # --- reading -----------------------------------------------------------------------------
+    def scan(self, col: Collection, documents: bool = False) -> Iterator[dict[str, Any]]:
+        """Every chunk's id and metadata (and text), page by page."""
+        include: Any = ["metadatas", "documents"] if documents else ["metadatas"]
+        offset = 0
+        while True:
+            page = col.get(include=include, limit=_PAGE, offset=offset)
+            ids = page["ids"]
+            if not ids:
+                return
+            metas = page["metadatas"] or []
+            docs = page["documents"] or [""] * len(ids)
+            for chunk_id, meta, doc in zip(ids, metas, docs, strict=True):
+                yield {"id": chunk_id, "meta": dict(meta or {}), "document": doc}
+            offset += len(ids)
+
+    def stored(self, col: Collection) -> dict[str, Stored]:
+        return {
+            row["id"]: Stored(
+                chunk_id=row["id"],
+                paper_id=str(row["meta"].get("paper_id", "")),
+                content_hash=str(row["meta"].get("content_hash", "")),
+                meta_hash=str(row["meta"].get("meta_hash", "")),
+            )
+            for row in self.scan(col)
+        }
+
+    # --- writing -----------------------------------------------------------------------------
+    def batches(self, items: Sequence[Any]) -> Iterator[Sequence[Any]]:
+        for i in range(0, len(items), self.batch_size):
+            yield items[i : i + self.batch_size]
+
+    # --- BM25 --------------------------------------------------------------------------------
+    def _bm25_root(self) -> Path:
+        root = self.settings.bm25_dir
+        if self.settings.chroma_host:
+            # One cache per server and collection, so switching servers never mixes them.
+            key = f"{self.settings.chroma_host}_{self.settings.chroma_port}"
+            root = root / "".join(c if c.isalnum() else "_" for c in key)
+        return root / self.settings.collection
+
+    def build_bm25(self, col: Collection, generation: str) -> BM25Index:
+        """Rebuild the BM25 index from what Chroma holds now, and save it atomically."""
+        ids: list[str] = []
+        texts: list[str] = []
+        for row in self.scan(col, documents=True):
+            ids.append(row["id"])
+            title = "" if row["meta"].get("title_derived") else str(row["meta"].get("title", ""))
+            texts.append(plain_text(f"{title}. {row['document'] or ''}"))
+        bm25 = BM25Index.build(ids, texts, generation)
+        bm25.save(self._bm25_root())
+        return bm25
+
+    def load_bm25(self, col: Collection) -> BM25Index:
+        """The BM25 index matching the collection now, rebuilt if it is missing or stale."""
+        generation = self.generation(col)
+        bm25 = BM25Index.load(self._bm25_root())
+        if bm25 is None or bm25.generation != generation:
+            bm25 = self.build_bm25(col, generation)
+        return bm25
+
+
+_STEMMER = Stemmer.Stemmer("english")
+
+
+def bm25_tokens(texts: list[str]) -> list[list[str]]:
+    tokenized = bm25s.tokenize(
+        texts, lower=True, stopwords="en", stemmer=_STEMMER, return_ids=False, show_progress=False
+    )
+    return [list(tokens) for tokens in tokenized]
+
+
+@dataclass
+class BM25Index:
+    retriever: bm25s.BM25
+    chunk_ids: list[str]
+    generation: str
+
+    @classmethod
+    def build(cls, chunk_ids: list[str], texts: list[str], generation: str) -> BM25Index:
+        retriever = bm25s.BM25()
+        if texts:
+            retriever.index(bm25_tokens(texts), show_progress=False)
+        return cls(retriever, chunk_ids, generation)
+
+    def save(self, root: Path) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        target = root / f"gen-{self.generation}-{uuid.uuid4().hex[:8]}"
+        if self.chunk_ids:
+            self.retriever.save(str(target))
+        target.mkdir(parents=True, exist_ok=True)
+        (target / "aqa.json").write_text(
+            json.dumps({"generation": self.generation, "chunk_ids": self.chunk_ids})
+        )
+        fd, tmp = tempfile.mkstemp(dir=root, prefix=".current-")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(target.name)
+        os.replace(tmp, root / "CURRENT")
+        for old in root.glob("gen-*"):
+            if old.name != target.name:
+                shutil.rmtree(old, ignore_errors=True)
+
+    @classmethod
+    def load(cls, root: Path) -> BM25Index | None:
+        try:
+            target = root / (root / "CURRENT").read_text().strip()
+            info = json.loads((target / "aqa.json").read_text())
+            retriever = (
+                bm25s.BM25.load(str(target), mmap=False) if info["chunk_ids"] else bm25s.BM25()
+            )
+        except (OSError, ValueError, KeyError):
+            return None
+        return cls(retriever, list(info["chunk_ids"]), str(info["generation"]))
+
+
+def index_stats(settings: Settings) -> IndexStats:
+    """Papers, chunks, venues and years in the index; the model that built it."""
+    index = Index(settings)
+    col = index.collection()
+    chroma = (
+        f"{settings.chroma_host}:{settings.chroma_port}" if settings.chroma_host else "embedded"
+    )
+    papers: dict[str, dict[str, Any]] = {}
+    chunks = 0
+    meta: dict[str, Any] = {}
+    if col is not None:
+        meta = dict(col.metadata or {})
+        for row in index.scan(col):
+            chunks += 1
+            papers.setdefault(str(row["meta"].get("paper_id")), row["meta"])
+    venues = Counter(str(m.get("venue", "unknown")) for m in papers.values())
+    years = Counter(str(m.get("year", "unknown")) for m in papers.values())
+    return IndexStats(
+        papers=len(papers),
+        chunks=chunks,
+        venues=dict(venues.most_common()),
+        years=dict(sorted(years.items())),
+        embedding_model=meta.get(MODEL_KEY),
+        embedding_dim=meta.get(DIM_KEY),
+        data_dir=settings.data_dir,
+        chroma=chroma,
+    )

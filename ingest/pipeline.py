@@ -1,0 +1,129 @@
+"""The ingest step end to end: read, chunk, embed what changed, index, refresh BM25."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from app.settings import Settings
+from app.types import Chunk, IngestReport, Paper
+from ingest.chunk import chunk_paper
+from ingest.embed import get_embedder
+from ingest.index import Index, chunk_metadata
+from ingest.read import read_paths
+
+Progress = Callable[[str, int, int], None]
+"""Called as progress(stage, done, total) while embedding and indexing."""
+
+ROUND = 512  # chunks embedded and written per round: the unit an interruption can lose
+
+
+def _noop(stage: str, done: int, total: int) -> None:
+    return None
+
+
+def ingest(
+    paths: Sequence[str | Path],
+    settings: Settings,
+    *,
+    rebuild: bool = False,
+    progress: Progress = _noop,
+) -> IngestReport:
+    """Bring the index up to date with the papers under ``paths``; safe to interrupt and re-run."""
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
+
+    t = time.perf_counter()
+    read = read_paths(paths)
+    timings["read"] = time.perf_counter() - t
+    report = IngestReport(
+        files=read.files, papers=len(read.papers), skipped=read.skipped, warnings=read.warnings
+    )
+
+    embedder = get_embedder(settings)
+    max_tokens = settings.chunk_tokens or embedder.spec.chunk_tokens
+    index = Index(settings)
+    if rebuild:
+        index.drop()
+    if not read.papers and index.collection() is None:
+        report.seconds = time.perf_counter() - started
+        return report
+    col = index.collection(embedder.spec, create=True)
+    assert col is not None
+
+    t = time.perf_counter()
+    planned: list[tuple[Paper, Chunk]] = [
+        (paper, chunk)
+        for paper in read.papers
+        for chunk in chunk_paper(paper, max_tokens, settings.chunk_overlap_tokens)
+    ]
+    timings["chunk"] = time.perf_counter() - t
+    report.chunks = len(planned)
+
+    t = time.perf_counter()
+    stored = index.stored(col)
+    to_embed: list[tuple[Chunk, dict[str, Any]]] = []
+    meta_only: list[tuple[str, dict[str, Any]]] = []
+    for paper, chunk in planned:
+        meta = chunk_metadata(paper, chunk)
+        old = stored.get(chunk.chunk_id)
+        if old is None:
+            report.added += 1
+            to_embed.append((chunk, meta))
+        elif old.content_hash != chunk.content_hash:
+            report.updated += 1
+            to_embed.append((chunk, meta))
+        elif old.meta_hash != meta["meta_hash"]:
+            report.updated += 1
+            meta_only.append((chunk.chunk_id, meta))
+        else:
+            report.unchanged += 1
+    wanted = {chunk.chunk_id for _, chunk in planned}
+    input_papers = {paper.paper_id for paper in read.papers}
+    stale = [cid for cid, s in stored.items() if s.paper_id in input_papers and cid not in wanted]
+    report.removed = len(stale)
+    timings["diff"] = time.perf_counter() - t
+
+    embed_seconds = write_seconds = 0.0
+    if to_embed or meta_only or stale:
+        generation = index.begin_write(col)
+        for start in range(0, len(to_embed), ROUND):
+            batch = to_embed[start : start + ROUND]
+            t = time.perf_counter()
+            vectors = embedder.embed_documents([chunk.embed_text for chunk, _ in batch])
+            embed_seconds += time.perf_counter() - t
+            t = time.perf_counter()
+            for part in index.batches(list(zip(batch, vectors, strict=True))):
+                col.upsert(
+                    ids=[chunk.chunk_id for (chunk, _), _ in part],
+                    embeddings=[vector for _, vector in part],
+                    documents=[chunk.text for (chunk, _), _ in part],
+                    metadatas=[meta for (_, meta), _ in part],
+                )
+            write_seconds += time.perf_counter() - t
+            progress("embedding", min(start + ROUND, len(to_embed)), len(to_embed))
+        t = time.perf_counter()
+        for part in index.batches(meta_only):
+            col.update(ids=[cid for cid, _ in part], metadatas=[meta for _, meta in part])
+        for part in index.batches(stale):
+            col.delete(ids=list(part))
+        write_seconds += time.perf_counter() - t
+    else:
+        generation = index.generation(col)
+    timings["embed"] = embed_seconds
+    timings["index"] = write_seconds
+
+    t = time.perf_counter()
+    progress("bm25", 0, 1)
+    if to_embed or meta_only or stale:
+        index.build_bm25(col, generation)
+    else:
+        index.load_bm25(col)  # repairs a BM25 index left stale by an interrupted run
+    progress("bm25", 1, 1)
+    timings["bm25"] = time.perf_counter() - t
+
+    report.timings = {k: round(v, 3) for k, v in timings.items()}
+    report.seconds = round(time.perf_counter() - started, 3)
+    return report

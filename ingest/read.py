@@ -1,0 +1,320 @@
+"""Reading corpora: JSON Lines, JSON arrays, CSV and the plain sample format, plain or gzipped.
+
+Every problem becomes a `Problem` naming the file and line; nothing here raises on bad input.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import re
+import sys
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.types import Paper, Problem
+from ingest.text import derive_title, fingerprint, normalise_for_id
+
+FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".txt": "sample"}
+SUPPORTED = ", ".join(FORMATS) + " (optionally .gz)"
+_HEADER = re.compile(r"^\s*(?P<venue>[^\d]{1,60}?)\s+(?P<year>(?:19|20)\d{2})\b.{0,40}$")
+_YEAR = re.compile(r"\b(1[89]\d{2}|20\d{2}|2100)\b")
+_INVALID_UTF8 = re.compile("[\udc80-\udcff]")
+
+csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+
+
+@dataclass
+class ReadResult:
+    papers: list[Paper] = field(default_factory=list)
+    skipped: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+    files: int = 0
+
+
+Raw = tuple[int, Any]  # (line number, parsed record) or (line number, Problem)
+
+
+def read_paths(paths: Sequence[str | Path]) -> ReadResult:
+    """Read every file named or found under a named directory; duplicates keep the first copy."""
+    result = ReadResult()
+    seen: dict[str, str] = {}
+    for path in _expand(paths, result.skipped):
+        before = len(result.skipped)
+        records = list(_read_file(path, result.skipped))
+        if len(result.skipped) > before and not records and _file_level(result.skipped[-1]):
+            continue
+        result.files += 1
+        for line, raw in records:
+            if isinstance(raw, Problem):
+                result.skipped.append(raw)
+                continue
+            paper = to_paper(raw, str(path), line, result.warnings)
+            if isinstance(paper, Problem):
+                result.skipped.append(paper)
+            elif paper.paper_id in seen:
+                result.skipped.append(
+                    Problem(
+                        file=str(path),
+                        line=line,
+                        reason=f"duplicate of paper {paper.paper_id!r} first read at "
+                        f"{seen[paper.paper_id]}; kept the first",
+                    )
+                )
+            else:
+                seen[paper.paper_id] = paper.source
+                result.papers.append(paper)
+    return result
+
+
+def _file_level(problem: Problem) -> bool:
+    return problem.line is None
+
+
+def _expand(paths: Sequence[str | Path], skipped: list[Problem]) -> Iterator[Path]:
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            files = sorted(
+                p
+                for p in path.rglob("*")
+                if p.is_file()
+                and not any(part.startswith(".") for part in p.relative_to(path).parts)
+            )
+            yield from files
+        elif path.exists():
+            yield path
+        else:
+            skipped.append(Problem(file=str(path), reason="no such file or directory"))
+
+
+def _format_of(path: Path) -> tuple[str | None, bool]:
+    suffixes = [s.lower() for s in path.suffixes]
+    gz = bool(suffixes) and suffixes[-1] == ".gz"
+    if gz:
+        suffixes = suffixes[:-1]
+    return (FORMATS.get(suffixes[-1]) if suffixes else None), gz
+
+
+def _read_file(path: Path, skipped: list[Problem]) -> Iterator[Raw]:
+    name = str(path)
+    fmt, gz = _format_of(path)
+    if fmt is None:
+        skipped.append(Problem(file=name, reason=f"unsupported file type; expected {SUPPORTED}"))
+        return
+    try:
+        data = path.read_bytes()
+        if gz:
+            data = gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as exc:
+        skipped.append(Problem(file=name, reason=f"cannot read the file: {exc}"))
+        return
+    if not data.strip():
+        skipped.append(Problem(file=name, reason="empty file"))
+        return
+    if b"\x00" in data[:65536]:
+        skipped.append(Problem(file=name, reason="binary file (contains NUL bytes), not text"))
+        return
+    # Bytes that are not UTF-8 survive as surrogates and fail the record that holds them only.
+    text = data.decode("utf-8-sig", errors="surrogateescape")
+    parse = {"jsonl": _parse_jsonl, "json": _parse_json, "csv": _parse_csv, "sample": _parse_sample}
+    yield from parse[fmt](text, name)
+
+
+def _parse_jsonl(text: str, name: str) -> Iterator[Raw]:
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as exc:
+            yield number, Problem(file=name, line=number, reason=f"malformed JSON: {exc.msg}")
+
+
+def _parse_json(text: str, name: str) -> Iterator[Raw]:
+    decoder = json.JSONDecoder()
+    pos = _skip_ws(text, 0)
+    if not text.startswith("[", pos):
+        try:
+            yield _line_of(text, pos), json.loads(text)
+        except json.JSONDecodeError as exc:
+            yield (
+                exc.lineno,
+                Problem(file=name, line=exc.lineno, reason=f"malformed JSON: {exc.msg}"),
+            )
+        return
+    pos = _skip_ws(text, pos + 1)
+    while pos < len(text) and text[pos] != "]":
+        try:
+            record, end = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            yield (
+                exc.lineno,
+                Problem(
+                    file=name,
+                    line=exc.lineno,
+                    reason=f"malformed JSON: {exc.msg}; rest of file not read",
+                ),
+            )
+            return
+        yield _line_of(text, pos), record
+        pos = _skip_ws(text, end)
+        if text.startswith(",", pos):
+            pos = _skip_ws(text, pos + 1)
+        elif not text.startswith("]", pos):
+            line = _line_of(text, pos)
+            yield (
+                line,
+                Problem(
+                    file=name,
+                    line=line,
+                    reason="malformed JSON: expected ',' or ']'; rest not read",
+                ),
+            )
+            return
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
+
+
+def _line_of(text: str, pos: int) -> int:
+    return text.count("\n", 0, pos) + 1
+
+
+def _parse_csv(text: str, name: str) -> Iterator[Raw]:
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = [h.strip().lower() for h in next(reader)]
+    except (StopIteration, csv.Error) as exc:
+        yield 1, Problem(file=name, line=1, reason=f"cannot read the CSV header: {exc}")
+        return
+    if "abstract" not in header:
+        yield (
+            1,
+            Problem(
+                file=name, line=1, reason=f"no 'abstract' column (columns: {', '.join(header)})"
+            ),
+        )
+        return
+    start = reader.line_num + 1
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            yield start, Problem(file=name, line=start, reason=f"malformed CSV: {exc}")
+            start = reader.line_num + 1
+            continue
+        if any(cell.strip() for cell in row):
+            if len(row) > len(header):
+                yield (
+                    start,
+                    Problem(
+                        file=name,
+                        line=start,
+                        reason=f"{len(row)} fields but the header has {len(header)}",
+                    ),
+                )
+            else:
+                yield start, dict(zip(header, row, strict=False))
+        start = reader.line_num + 1
+
+
+def _parse_sample(text: str, name: str) -> Iterator[Raw]:
+    """First line like ``ICLR 2023 Papers`` names venue and year; then one abstract a paragraph."""
+    lines = text.splitlines()
+    venue: str | None = None
+    year: int | None = None
+    first = next((i for i, line in enumerate(lines) if line.strip()), 0)
+    header = _HEADER.match(lines[first]) if lines else None
+    if header:
+        venue, year = header["venue"].strip(), int(header["year"])
+        first += 1
+    paragraph: list[str] = []
+    start = 0
+    for number, line in enumerate([*lines[first:], ""], start=first + 1):
+        if line.strip():
+            if not paragraph:
+                start = number
+            paragraph.append(line.strip())
+        elif paragraph:
+            yield start, {"abstract": " ".join(paragraph), "venue": venue, "year": year}
+            paragraph = []
+
+
+def to_paper(raw: Any, file: str, line: int, warnings: list[Problem]) -> Paper | Problem:
+    """One record to a `Paper`, or the reason it cannot be one."""
+
+    def problem(reason: str) -> Problem:
+        return Problem(file=file, line=line, reason=reason)
+
+    if not isinstance(raw, dict):
+        return problem(f"expected an object with an 'abstract', got {type(raw).__name__}")
+    record = {str(k).strip().lower(): v for k, v in raw.items()}
+    abstract = record.get("abstract")
+    if abstract is None or (isinstance(abstract, str) and not abstract.strip()):
+        return problem("no abstract")
+    if not isinstance(abstract, str):
+        return problem(f"abstract is {type(abstract).__name__}, not text")
+    if _INVALID_UTF8.search(json.dumps(record, ensure_ascii=False, default=str)):
+        return problem("not valid UTF-8; re-save the file as UTF-8 (e.g. iconv -t UTF-8)")
+    abstract = abstract.strip()
+    given_id = _text(record.get("id"))
+    paper_id = given_id or "h" + fingerprint(normalise_for_id(abstract))
+    title = _text(record.get("title"))
+    return Paper(
+        paper_id=paper_id,
+        title=title or derive_title(abstract),
+        title_derived=not title,
+        abstract=abstract,
+        authors=_names(record.get("authors")),
+        year=_year(record.get("year"), problem, warnings),
+        venue=_text(record.get("venue")),
+        url=_text(record.get("url")),
+        keywords=_names(record.get("keywords")),
+        decision=_text(record.get("decision")),
+        source=f"{file}:{line}",
+    )
+
+
+def _text(value: Any) -> str | None:
+    if value is None or isinstance(value, dict | list):
+        return None
+    text = " ".join(str(value).split())
+    return text or None
+
+
+def _names(value: Any) -> list[str]:
+    if value is None:
+        return []
+    items: Iterable[Any]
+    if isinstance(value, list):
+        items = value
+    else:
+        text = str(value)
+        items = text.split(";") if ";" in text else text.split(",")
+    return [name for name in (_text(item) for item in items) if name]
+
+
+def _year(value: Any, problem: Any, warnings: list[Problem]) -> int | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        match = None
+    elif isinstance(value, int | float) and float(value).is_integer():
+        match = _YEAR.fullmatch(str(int(value)))
+    else:
+        match = _YEAR.search(str(value))
+    if match:
+        return int(match.group(1))
+    warnings.append(problem(f"year {value!r} is not a year; stored without one"))
+    return None

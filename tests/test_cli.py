@@ -1,0 +1,68 @@
+"""The `abstract-qa` command as a script would call it: stable JSON, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT, SAMPLE
+
+EXE = Path(sys.executable).parent / "abstract-qa"
+
+
+def run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(EXE), *args], capture_output=True, text=True, env={**os.environ, **env}, timeout=600
+    )
+
+
+def test_ingest_json_report_and_stats(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    lines = (SAMPLE / "iclr2024.txt").read_text().splitlines()
+    (corpus / "few.txt").write_text("\n".join(lines[:7]) + "\n")  # header + 3 abstracts
+    (corpus / "bad.jsonl").write_text('{"abstract": "A fine abstract about kernels."}\n{oops\n')
+    result = run("ingest", str(corpus), "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    for key in ("added", "updated", "unchanged", "removed", "papers"):
+        assert isinstance(report[key], int)
+    assert report["papers"] == 4 and report["added"] >= 4 and report["files"] == 2
+    assert report["skipped"] == [
+        {"file": str(corpus / "bad.jsonl"), "line": 2, "reason": report["skipped"][0]["reason"]}
+    ]
+    assert "malformed JSON" in report["skipped"][0]["reason"]
+
+    human = run("ingest", str(corpus))
+    assert human.returncode == 0
+    assert f"{report['added']} unchanged" in human.stdout
+    assert f"{corpus / 'bad.jsonl'}:2: malformed JSON" in human.stdout
+
+    stats = json.loads(run("stats", "--json").stdout)
+    assert stats["papers"] == 4 and stats["chunks"] == report["added"]
+    assert stats["venues"] == {"ICLR": 3, "unknown": 1}
+
+
+def test_nothing_readable_exits_non_zero_with_reasons(tmp_path: Path) -> None:
+    (tmp_path / "empty.csv").write_text("")
+    result = run("ingest", str(tmp_path / "empty.csv"), str(tmp_path / "nope.jsonl"))
+    assert result.returncode == 1
+    assert f"{tmp_path / 'empty.csv'}: empty file" in result.stdout
+    assert f"{tmp_path / 'nope.jsonl'}: no such file or directory" in result.stdout
+    assert "Traceback" not in result.stderr
+
+
+def test_a_misspelt_setting_is_one_clear_line(tmp_path: Path) -> None:
+    result = run("stats", AQA_DATA_DIRR=str(tmp_path))
+    assert result.returncode == 2
+    assert "AQA_DATA_DIRR" in result.stderr and "AQA_DATA_DIR" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_make_targets_exist_for_the_readme_commands() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    assert "\nrun:" in makefile and "\ntest:" in makefile
+    assert "make test" in (ROOT / ".ci" / "run").read_text()

