@@ -1,0 +1,46 @@
+"""abstract-qa: question answering over research-paper abstracts, with real citations.
+
+from app import ask
+answer = ask("Which papers study federated learning?")
+print(answer.answer, [c.paper_id for c in answer.citations])
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from app.service import QAService
+    from app.types import Answer
+
+__all__ = ["Answer", "QAService", "ask"]
+
+
+@lru_cache(maxsize=1)
+def _service() -> QAService:
+    from app.service import QAService
+
+    return QAService()
+
+
+def ask(question: str, **options: Any) -> Answer:
+    """Answer ``question`` from the index configured by the environment / `.env`.
+
+    Options: ``history`` (list of (question, answer)), ``k``, ``year_from``, ``year_to``,
+    ``venue``, ``decision``, ``mode`` ("hybrid", "dense", "bm25"). The first call loads the
+    models; later calls reuse them.
+    """
+    return _service().ask(question, **options)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "QAService":
+        from app.service import QAService
+
+        return QAService
+    if name == "Answer":
+        from app.types import Answer
+
+        return Answer
+    raise AttributeError(name)

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from app.errors import AQAError
 from app.settings import get_settings
-from app.types import IndexStats, IngestReport
+from app.types import Answer, IndexStats, IngestReport
 
 cli = typer.Typer(
     add_completion=False,
@@ -98,6 +98,67 @@ def _print_report(report: IngestReport) -> None:
                 out.print(f"  {problem}", highlight=False, markup=False)
             if len(problems) > MAX_LISTED:
                 out.print(f"  ... and {len(problems) - MAX_LISTED} more (see --json)")
+
+
+@cli.command("ask")
+def ask_command(
+    question: str = typer.Argument(..., help="The question, in quotes."),
+    as_json: bool = typer.Option(False, "--json", help="Print the answer as JSON."),
+    k: int | None = typer.Option(None, "--k", min=1, max=100, help="Papers to retrieve."),
+    year_from: int | None = typer.Option(None, "--year-from", help="Earliest year."),
+    year_to: int | None = typer.Option(None, "--year-to", help="Latest year."),
+    venue: list[str] | None = typer.Option(None, "--venue", help="Venue (repeatable)."),
+    decision: list[str] | None = typer.Option(None, "--decision", help="Decision (repeatable)."),
+    mode: str = typer.Option("hybrid", "--mode", help="hybrid, dense or bm25 retrieval."),
+) -> None:
+    """Answer a question from the indexed abstracts, citing them."""
+    from app.service import QAService
+
+    if mode not in ("hybrid", "dense", "bm25"):
+        raise typer.BadParameter("choose hybrid, dense or bm25", param_hint="--mode")
+    service = QAService()
+    events = service.stream(
+        question,
+        k=k,
+        year_from=year_from,
+        year_to=year_to,
+        venue=venue or None,
+        decision=decision or None,
+        mode=mode,  # type: ignore[arg-type]
+    )
+    streamed = False
+    for event in events:
+        if isinstance(event, Answer):
+            if as_json:
+                typer.echo(event.model_dump_json(indent=2))
+            else:
+                if streamed and sys.stdout.isatty():
+                    out.print()
+                _print_answer(event, already_streamed=streamed and sys.stdout.isatty())
+        elif not as_json and sys.stdout.isatty():
+            out.print(event, end="", markup=False, highlight=False)
+            streamed = True
+
+
+def _print_answer(answer: Answer, already_streamed: bool) -> None:
+    if not already_streamed or answer.invalid_citations:
+        out.print(answer.answer, markup=False, highlight=False)
+    if answer.invalid_citations:
+        out.print(f"(removed citations to missing sources: {', '.join(answer.invalid_citations)})")
+    if answer.filters_applied != "none":
+        out.print(f"Filters: {answer.filters_applied}", highlight=False)
+    shown = [s for s in answer.sources if s.cited] if not answer.abstained else []
+    if answer.abstained and answer.sources:
+        out.print("Closest passages (not relevant enough to answer):")
+        shown = answer.sources[:3]
+    for source in shown:
+        meta = ", ".join(str(x) for x in (source.venue, source.year) if x)
+        line = f"[{source.marker}] {source.title} ({meta}) score {source.score:.2f}"
+        out.print(
+            f"{line} - {source.paper_id}",
+            markup=False,
+            highlight=False,
+        )
 
 
 @cli.command("stats")

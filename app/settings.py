@@ -88,7 +88,35 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("AQA_OPENAI_BASE_URL", "OPENAI_BASE_URL"),
         description="Base URL of an OpenAI-compatible server (Ollama, vLLM, llama.cpp).",
     )
+    llm_model_path: Path | None = Field(
+        default=None, description="GGUF file for the llamacpp provider (pip install '.[llamacpp]')."
+    )
+    llm_timeout: float = Field(default=60.0, gt=0, description="Seconds before a model call fails.")
+    llm_max_retries: int = Field(
+        default=3, ge=0, description="Retries with backoff on rate limits and transient errors."
+    )
     top_k: int = Field(default=5, ge=1, le=100, description="Papers retrieved per question.")
+    chunks_per_paper: int = Field(
+        default=2,
+        ge=1,
+        le=10,
+        description="Passages kept per paper, so no paper crowds out others.",
+    )
+    min_relevance: float = Field(
+        default=0.3,
+        ge=-1.0,
+        le=1.0,
+        description="Abstain when the best passage's cosine similarity to the question is lower.",
+    )
+    min_lexical: float = Field(
+        default=0.8,
+        ge=0.0,
+        le=1.01,
+        description="...or when it holds less than this share of the question's word weight (idf).",
+    )
+    context_tokens: int = Field(
+        default=3000, ge=200, description="Token budget for the sources block of a prompt."
+    )
 
     @model_validator(mode="before")
     @classmethod

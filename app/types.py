@@ -81,3 +81,62 @@ class IndexStats(BaseModel):
     embedding_dim: int | None
     data_dir: Path
     chroma: str = Field(description="`embedded` or the server's host:port.")
+
+
+class Source(BaseModel):
+    """A retrieved paper with the passage(s) that matched; numbered as the answer cites it."""
+
+    marker: int = Field(description="The number the answer cites this source by: [1], [2], ...")
+    paper_id: str
+    title: str
+    title_derived: bool = False
+    authors: list[str] = Field(default_factory=list)
+    year: int | None = None
+    venue: str | None = None
+    decision: str | None = None
+    url: str | None = None
+    text: str = Field(description="The retrieved passage, LaTeX normalised to plain text.")
+    chunk_ids: list[str] = Field(default_factory=list)
+    score: float = Field(description="Cosine similarity of the best passage to the question.")
+    lexical: float = Field(
+        default=0.0, description="Share of the question's word weight (idf) the passage contains."
+    )
+    rank: int = Field(description="1-based position after fusion.")
+    cited: bool = False
+
+
+class Citation(BaseModel):
+    """One citation marker in the answer, resolved to a paper."""
+
+    marker: int
+    paper_id: str
+    title: str
+    supporting: list[str] = Field(
+        default_factory=list, description="The source's sentences that support the claim."
+    )
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class Answer(BaseModel):
+    """What `ask()` returns; the CLI's `ask --json` prints this model."""
+
+    question: str
+    standalone_question: str = Field(description="The question as retrieved, follow-ups resolved.")
+    answer: str
+    abstained: bool
+    citations: list[Citation] = Field(default_factory=list)
+    sources: list[Source] = Field(default_factory=list)
+    filters: dict[str, object] = Field(default_factory=dict)
+    filters_applied: str = "none"
+    invalid_citations: list[str] = Field(
+        default_factory=list, description="Markers the model produced that name no source; removed."
+    )
+    uncited_sentences: list[str] = Field(default_factory=list)
+    provider: str
+    model: str | None = None
+    usage: Usage | None = None
+    timings: dict[str, float] = Field(default_factory=dict)

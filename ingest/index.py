@@ -21,7 +21,9 @@ from typing import Any
 
 import bm25s
 import chromadb
+import numpy as np
 import Stemmer
+from bm25s.stopwords import STOPWORDS_EN
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 from chromadb.config import Settings as ChromaSettings
@@ -77,6 +79,11 @@ def chunk_metadata(paper: Paper, chunk: Chunk) -> dict[str, Any]:
         value = getattr(paper, key)
         if value is not None:
             meta[key] = value
+    # lower-case copies for case-insensitive filters
+    if paper.venue:
+        meta["venue_key"] = paper.venue.casefold()
+    if paper.decision:
+        meta["decision_key"] = paper.decision.casefold()
     meta["meta_hash"] = fingerprint(json.dumps({k: meta[k] for k in sorted(meta) if k != "source"}))
     return meta
 
@@ -200,11 +207,15 @@ class Index:
         """Rebuild the BM25 index from what Chroma holds now, and save it atomically."""
         ids: list[str] = []
         texts: list[str] = []
+        facets: dict[str, list[Any]] = {name: [] for name in FACETS}
         for row in self.scan(col, documents=True):
+            meta = row["meta"]
             ids.append(row["id"])
-            title = "" if row["meta"].get("title_derived") else str(row["meta"].get("title", ""))
+            title = "" if meta.get("title_derived") else str(meta.get("title", ""))
             texts.append(plain_text(f"{title}. {row['document'] or ''}"))
-        bm25 = BM25Index.build(ids, texts, generation)
+            for name, values in facets.items():
+                values.append(meta.get(name))
+        bm25 = BM25Index.build(ids, texts, generation, facets)
         bm25.save(self._bm25_root())
         return bm25
 
@@ -218,13 +229,99 @@ class Index:
 
 
 _STEMMER = Stemmer.Stemmer("english")
+# bm25s's 33 English stopwords, plus the words of questions and of abstracts in general, which
+# say nothing about which paper is meant.
+STOPWORDS = sorted(
+    set(STOPWORDS_EN)
+    | set(
+        [
+            "what",
+            "which",
+            "how",
+            "why",
+            "who",
+            "whom",
+            "whose",
+            "when",
+            "where",
+            "does",
+            "do",
+            "did",
+            "can",
+            "could",
+            "would",
+            "should",
+            "may",
+            "might",
+            "about",
+            "any",
+            "some",
+            "there",
+            "their",
+            "them",
+            "its",
+            "it's",
+            "i",
+            "we",
+            "our",
+            "us",
+            "you",
+            "your",
+            "me",
+            "my",
+            "he",
+            "she",
+            "his",
+            "her",
+            "paper",
+            "papers",
+            "work",
+            "works",
+            "study",
+            "studies",
+            "propose",
+            "proposed",
+            "show",
+            "shows",
+            "tell",
+            "using",
+            "use",
+            "used",
+            "also",
+            "than",
+            "more",
+            "most",
+            "other",
+            "such",
+            "only",
+            "very",
+            "been",
+            "being",
+            "has",
+            "have",
+            "had",
+            "were",
+            "was",
+        ]
+    )
+)
+TOKENIZER_VERSION = "2"  # bump when tokenisation changes: saved BM25 indexes are rebuilt
 
 
 def bm25_tokens(texts: list[str]) -> list[list[str]]:
     tokenized = bm25s.tokenize(
-        texts, lower=True, stopwords="en", stemmer=_STEMMER, return_ids=False, show_progress=False
+        texts,
+        lower=True,
+        stopwords=STOPWORDS,
+        stemmer=_STEMMER,
+        return_ids=False,
+        show_progress=False,
     )
     return [list(tokens) for tokens in tokenized]
+
+
+FACETS = ("paper_id", "year", "venue", "decision")
+"""Chunk metadata the BM25 side keeps, so filters apply to it without asking Chroma."""
 
 
 @dataclass
@@ -232,13 +329,51 @@ class BM25Index:
     retriever: bm25s.BM25
     chunk_ids: list[str]
     generation: str
+    facets: dict[str, list[Any]]
 
     @classmethod
-    def build(cls, chunk_ids: list[str], texts: list[str], generation: str) -> BM25Index:
+    def build(
+        cls, chunk_ids: list[str], texts: list[str], generation: str, facets: dict[str, list[Any]]
+    ) -> BM25Index:
         retriever = bm25s.BM25()
         if texts:
             retriever.index(bm25_tokens(texts), show_progress=False)
-        return cls(retriever, chunk_ids, generation)
+        return cls(retriever, chunk_ids, generation, facets)
+
+    def scores(self, query: str) -> np.ndarray:
+        """BM25 score of every chunk for ``query`` (zeros when no query word is indexed)."""
+        vocab = self.retriever.vocab_dict or {}
+        tokens = [t for t in bm25_tokens([query])[0] if t in vocab]
+        if not tokens or not self.chunk_ids:
+            return np.zeros(len(self.chunk_ids), dtype=np.float32)
+        return np.asarray(self.retriever.get_scores(tokens), dtype=np.float32)
+
+    def coverage(self, query: str, texts: list[str]) -> list[float]:
+        """For each text, the share of the query's word weight (idf) that it contains.
+
+        A word the index has never seen weighs the most, so a question about something absent
+        from the corpus scores low even when its common words match."""
+        terms = set(bm25_tokens([query])[0]) - {""}
+        if not terms:
+            return [0.0] * len(texts)
+        vocab = self.retriever.vocab_dict or {}
+        scores: Any = self.retriever.scores or {}
+        n = float(scores.get("num_docs", len(self.chunk_ids)) or 1)
+        indptr = scores.get("indptr")
+        weight = {}
+        for term in terms:
+            tid = vocab.get(term)
+            df = (
+                float(indptr[tid + 1] - indptr[tid])
+                if tid is not None and indptr is not None
+                else 0
+            )
+            weight[term] = float(np.log(1 + (n - df + 0.5) / (df + 0.5)))
+        total = sum(weight.values())
+        return [
+            sum(w for t, w in weight.items() if t in set(toks)) / total
+            for toks in bm25_tokens(texts)
+        ]
 
     def save(self, root: Path) -> None:
         root.mkdir(parents=True, exist_ok=True)
@@ -247,7 +382,14 @@ class BM25Index:
             self.retriever.save(str(target))
         target.mkdir(parents=True, exist_ok=True)
         (target / "aqa.json").write_text(
-            json.dumps({"generation": self.generation, "chunk_ids": self.chunk_ids})
+            json.dumps(
+                {
+                    "generation": self.generation,
+                    "tokenizer": TOKENIZER_VERSION,
+                    "chunk_ids": self.chunk_ids,
+                    "facets": self.facets,
+                }
+            )
         )
         fd, tmp = tempfile.mkstemp(dir=root, prefix=".current-")
         with os.fdopen(fd, "w") as fh:
@@ -262,12 +404,14 @@ class BM25Index:
         try:
             target = root / (root / "CURRENT").read_text().strip()
             info = json.loads((target / "aqa.json").read_text())
+            if info.get("tokenizer") != TOKENIZER_VERSION:
+                return None
             retriever = (
                 bm25s.BM25.load(str(target), mmap=False) if info["chunk_ids"] else bm25s.BM25()
             )
         except (OSError, ValueError, KeyError):
             return None
-        return cls(retriever, list(info["chunk_ids"]), str(info["generation"]))
+        return cls(retriever, list(info["chunk_ids"]), str(info["generation"]), info["facets"])
 
 
 def index_stats(settings: Settings) -> IndexStats:

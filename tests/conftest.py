@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,3 +30,42 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def settings(isolated_env: Path) -> Settings:
     return get_settings()
+
+
+def make_settings(**overrides: Any) -> Settings:
+    """Settings for module-scoped fixtures: no .env, no developer environment."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("AQA_", "OPENAI_"))}
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(clean)
+    try:
+        return Settings(_env_file=None, **overrides)  # type: ignore[call-arg]
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@pytest.fixture(scope="session")
+def sample_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """One index of the bundled sample, built once for every test that only reads it."""
+    from ingest.pipeline import ingest
+
+    settings = make_settings(data_dir=tmp_path_factory.mktemp("sample-index"))
+    ingest([SAMPLE], settings)
+    return settings
+
+
+@pytest.fixture(scope="session")
+def sample_service(sample_settings: Settings) -> Any:
+    from app.service import QAService
+
+    return QAService(sample_settings)
+
+
+def paper_id_containing(phrase: str) -> str:
+    """The id of the one sample paper whose abstract contains ``phrase``."""
+    from ingest.read import read_paths
+
+    ids = [p.paper_id for p in read_paths([SAMPLE]).papers if phrase in p.abstract]
+    assert len(ids) == 1, f"{phrase!r} is in {len(ids)} sample abstracts"
+    return ids[0]

@@ -1,0 +1,139 @@
+"""Turning retrieved papers into numbered sources, and a model's text into checked citations."""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass, field
+
+from app.retrieve import PaperHit
+from app.types import Citation, Source
+from ingest.chunk import count_tokens
+from ingest.index import bm25_tokens
+from ingest.text import plain_text, sentence_spans
+
+CANNOT_ANSWER = "I cannot answer this from the indexed abstracts."
+"""The one refusal sentence: providers say it, code and the evaluation check for it."""
+
+_MARKER = re.compile(r"\[(\s*\d+\s*(?:[,;]\s*\d+\s*)*)\]")
+_REFUSAL = re.compile(r"cannot answer this from the indexed abstracts", re.IGNORECASE)
+
+
+def to_sources(hits: list[PaperHit]) -> list[Source]:
+    return [
+        Source(
+            marker=i,
+            paper_id=hit.paper_id,
+            title=plain_text(str(hit.meta.get("title", hit.paper_id))),
+            title_derived=bool(hit.meta.get("title_derived", False)),
+            authors=hit.authors(),
+            year=hit.meta.get("year"),
+            venue=hit.meta.get("venue"),
+            decision=hit.meta.get("decision"),
+            url=hit.meta.get("url"),
+            text=hit.text,
+            chunk_ids=[p.chunk_id for p in hit.passages],
+            score=round(hit.similarity, 4),
+            lexical=round(hit.lexical, 4),
+            rank=i,
+        )
+        for i, hit in enumerate(hits, start=1)
+    ]
+
+
+def format_sources(sources: list[Source], budget_tokens: int) -> tuple[str, list[Source]]:
+    """The sources block for a prompt, within ``budget_tokens``; lowest-ranked dropped first.
+
+    Source text is escaped so it cannot close its own tag or pose as markup.
+    """
+    blocks: list[str] = []
+    used: list[Source] = []
+    total = 0
+    for source in sources:
+        meta = ", ".join(str(x) for x in (source.venue, source.year) if x)
+        title = "(untitled)" if source.title_derived else source.title
+        block = (
+            f'<source id="{source.marker}">\n'
+            f"Title: {html.escape(title, quote=False)}" + (f" ({meta})" if meta else "") + "\n"
+            f"{html.escape(source.text, quote=False)}\n</source>"
+        )
+        cost = count_tokens(block)
+        if used and total + cost > budget_tokens:
+            break
+        blocks.append(block)
+        used.append(source)
+        total += cost
+    return "\n".join(blocks), used
+
+
+def is_relevant(source: Source, min_relevance: float, min_lexical: float) -> bool:
+    """Close enough in meaning, or holding (nearly) all of the question's distinctive words."""
+    return source.score >= min_relevance or source.lexical >= min_lexical
+
+
+def is_refusal(text: str) -> bool:
+    return bool(_REFUSAL.search(text))
+
+
+@dataclass
+class Checked:
+    text: str
+    citations: list[Citation] = field(default_factory=list)
+    invalid: list[str] = field(default_factory=list)
+    uncited: list[str] = field(default_factory=list)
+
+
+def check_citations(text: str, sources: list[Source]) -> Checked:
+    """Keep markers that name a given source, drop (and report) the rest, flag uncited sentences,
+    and attach to each citation the source sentences that best support the citing sentences."""
+    by_marker = {s.marker: s for s in sources}
+    invalid: list[str] = []
+    claims: dict[int, list[str]] = {}
+
+    def keep_valid(match: re.Match[str]) -> str:
+        numbers = [int(n) for n in re.split(r"[,;]", match.group(1))]
+        good = [n for n in numbers if n in by_marker]
+        invalid.extend(str(n) for n in numbers if n not in by_marker)
+        return "".join(f"[{n}]" for n in dict.fromkeys(good))
+
+    cleaned = _MARKER.sub(keep_valid, text)
+    cleaned = re.sub(r"[ \t]+([.,;:!?])", r"\1", re.sub(r"[ \t]{2,}", " ", cleaned)).strip()
+    uncited: list[str] = []
+    for start, end in sentence_spans(cleaned):
+        sentence = cleaned[start:end]
+        markers = [int(n) for n in re.findall(r"\[(\d+)\]", sentence)]
+        bare = _MARKER.sub("", sentence).strip()
+        if not markers:
+            if bare and not is_refusal(bare):
+                uncited.append(bare)
+            continue
+        for n in markers:
+            claims.setdefault(n, []).append(bare)
+    citations = [
+        Citation(
+            marker=n,
+            paper_id=by_marker[n].paper_id,
+            title=by_marker[n].title,
+            supporting=supporting_sentences(by_marker[n].text, claims[n]),
+        )
+        for n in sorted(claims)
+    ]
+    return Checked(cleaned, citations, invalid, uncited)
+
+
+def supporting_sentences(source_text: str, claims: list[str], most: int = 2) -> list[str]:
+    """The sentences of ``source_text`` sharing the most (stemmed) words with the claims."""
+    sentences = [source_text[s:e] for s, e in sentence_spans(source_text)]
+    if not sentences:
+        return []
+    wanted = set().union(*(set(t) for t in bm25_tokens(claims))) if claims else set()
+    tokenized = bm25_tokens(sentences)
+    scored = sorted(
+        (
+            (len(wanted & set(toks)) / (1 + len(set(toks))) ** 0.5, i)
+            for i, toks in enumerate(tokenized)
+        ),
+        reverse=True,
+    )
+    best = [i for score, i in scored[:most] if score > 0] or [scored[0][1]]
+    return [sentences[i] for i in sorted(best)]

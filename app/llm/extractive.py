@@ -1,0 +1,96 @@
+"""The offline provider: no generative model. It answers with the sentences of the retrieved
+abstracts that best answer the question, each cited, and streams them one by one."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.answer import CANNOT_ANSWER, is_relevant
+from app.llm.base import Provider
+from app.settings import Settings
+from app.types import Source
+from ingest.embed import Embedder
+from ingest.index import bm25_tokens
+from ingest.text import sentence_spans
+
+_LIST_QUESTION = re.compile(
+    r"\b(which|what|list|name|any)\b.{0,40}\b(papers?|works?|methods|approaches|studies)\b",
+    re.IGNORECASE,
+)
+CANDIDATE_PAPERS = 3
+MAX_SENTENCES = 3
+
+
+@dataclass
+class Candidate:
+    source: Source
+    sentence: str
+    score: float = 0.0
+
+
+class ExtractiveProvider(Provider):
+    name = "extractive"
+    model = None
+
+    def __init__(self, settings: Settings, embedder: Embedder) -> None:
+        super().__init__()
+        self.settings = settings
+        self.embedder = embedder
+
+    def generate(self, question: str, sources: list[Source]) -> Iterator[str]:
+        relevant = [
+            s
+            for s in sources
+            if is_relevant(s, self.settings.min_relevance, self.settings.min_lexical)
+        ]
+        if not relevant:
+            yield CANNOT_ANSWER
+            return
+        listing = bool(_LIST_QUESTION.search(question))
+        pool = relevant if listing else relevant[:CANDIDATE_PAPERS]
+        candidates = [
+            Candidate(source, source.text[s:e])
+            for source in pool
+            for s, e in sentence_spans(source.text)
+            if len(source.text[s:e].split()) >= 4
+        ]
+        if not candidates:
+            yield CANNOT_ANSWER
+            return
+        self._score(question, candidates)
+        chosen: list[Candidate] = []
+        if listing:
+            # one sentence from each relevant paper: "which papers study X?"
+            for source in pool:
+                mine = [c for c in candidates if c.source is source]
+                if mine:
+                    chosen.append(max(mine, key=lambda c: c.score))
+        else:
+            ranked = sorted(candidates, key=lambda c: -c.score)
+            best = ranked[0]
+            chosen.append(best)
+            for cand in ranked[1:]:
+                if len(chosen) >= MAX_SENTENCES or cand.score < best.score - 0.12:
+                    break
+                if all(cand.source is not c.source for c in chosen):
+                    chosen.append(cand)
+        for i, cand in enumerate(chosen):
+            sep = "" if i == 0 else " "
+            yield f"{sep}{cand.sentence.rstrip()} [{cand.source.marker}]"
+
+    def _score(self, question: str, candidates: list[Candidate]) -> None:
+        """Meaning (embedding similarity) plus shared words, plus how relevant the paper is."""
+        q = np.asarray(self.embedder.embed_query(question), dtype=np.float32)
+        vectors = np.asarray(
+            self.embedder.embed_documents([c.sentence for c in candidates]), dtype=np.float32
+        )
+        dense = vectors @ q
+        q_terms = set(bm25_tokens([question])[0])
+        terms = bm25_tokens([c.sentence for c in candidates])
+        for cand, sim, toks in zip(candidates, dense, terms, strict=True):
+            overlap = len(q_terms & set(toks)) / len(q_terms) if q_terms else 0.0
+            cand.score = float(sim) + 0.25 * overlap + 0.25 * cand.source.score

@@ -1,0 +1,50 @@
+"""A local GGUF chat model through llama-cpp-python (optional extra: pip install '.[llamacpp]')."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from functools import lru_cache
+from typing import Any
+
+from app.errors import ConfigError
+from app.llm.base import ChatProvider
+from app.settings import Settings
+
+
+@lru_cache(maxsize=2)
+def _load(path: str) -> Any:
+    from llama_cpp import Llama
+
+    return Llama(model_path=path, n_ctx=4096, verbose=False)
+
+
+class LlamaCppProvider(ChatProvider):
+    name = "llamacpp"
+    _lock = threading.Lock()  # one llama.cpp context is not safe to share between threads
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        path = settings.llm_model_path
+        if path is None or not path.is_file():
+            raise ConfigError(
+                f"AQA_LLM=llamacpp needs AQA_LLM_MODEL_PATH set to a GGUF file (got {path})."
+            )
+        try:
+            import llama_cpp  # noqa: F401
+        except ImportError as exc:
+            raise ConfigError(
+                "AQA_LLM=llamacpp needs llama-cpp-python: pip install 'abstract-qa[llamacpp]'."
+            ) from exc
+        self.model = path.name
+        self.llama = _load(str(path))
+
+    def complete(self, messages: list[tuple[str, str]]) -> Iterator[str]:
+        chat = [{"role": role, "content": text} for role, text in messages]
+        with self._lock:
+            for part in self.llama.create_chat_completion(
+                messages=chat, stream=True, temperature=0, max_tokens=400
+            ):
+                text = part["choices"][0]["delta"].get("content")
+                if text:
+                    yield text

@@ -1,0 +1,85 @@
+"""OpenAI, or any OpenAI-compatible server (Ollama, vLLM, llama.cpp) through OPENAI_BASE_URL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_openai import ChatOpenAI
+
+from app.errors import ConfigError, ProviderError
+from app.llm.base import ChatProvider
+from app.settings import Settings
+from app.types import Usage
+
+
+class OpenAIProvider(ChatProvider):
+    name = "openai"
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        if settings.openai_api_key is None and settings.openai_base_url is None:
+            raise ConfigError(
+                "AQA_LLM=openai needs a key: set OPENAI_API_KEY in .env or the environment, "
+                "or OPENAI_BASE_URL for a compatible server, or use AQA_LLM=extractive (offline)."
+            )
+        self.model = settings.llm_model
+        self.where = settings.openai_base_url or "the OpenAI API"
+        self.chat = ChatOpenAI(
+            model=settings.llm_model,
+            api_key=settings.openai_api_key or "not-needed",
+            base_url=settings.openai_base_url,
+            timeout=settings.llm_timeout,
+            max_retries=settings.llm_max_retries,  # the client backs off exponentially
+            temperature=0,
+            stream_usage=True,
+        )
+
+    def complete(self, messages: list[tuple[str, str]]) -> Iterator[str]:
+        # The messages are already filled in: escape braces so LangChain does not re-format them.
+        prompt = ChatPromptTemplate.from_messages(
+            [(role, text.replace("{", "{{").replace("}", "}}")) for role, text in messages]
+        )
+        usage = Usage()
+        try:
+            for chunk in (prompt | self.chat).stream({}):
+                meta: Any = getattr(chunk, "usage_metadata", None)
+                if meta:
+                    usage.prompt_tokens += int(meta.get("input_tokens", 0))
+                    usage.completion_tokens += int(meta.get("output_tokens", 0))
+                text = StrOutputParser().invoke(chunk)
+                if text:
+                    yield text
+        except openai.AuthenticationError as exc:
+            raise ProviderError(
+                f"{self.where} rejected the API key ({exc.status_code}); check OPENAI_API_KEY."
+            ) from exc
+        except openai.RateLimitError as exc:
+            raise ProviderError(
+                f"{self.where} is rate limiting requests after "
+                f"{self.settings.llm_max_retries} retries; wait and try again, or raise "
+                "AQA_LLM_MAX_RETRIES."
+            ) from exc
+        except openai.APITimeoutError as exc:
+            raise ProviderError(
+                f"{self.where} did not answer within {self.settings.llm_timeout:g}s; "
+                "raise AQA_LLM_TIMEOUT or check the server."
+            ) from exc
+        except openai.APIConnectionError as exc:
+            raise ProviderError(
+                f"Cannot reach {self.where}: is the server running and OPENAI_BASE_URL right?"
+            ) from exc
+        except openai.NotFoundError as exc:
+            raise ProviderError(
+                f"{self.where} has no model {self.model!r}; set AQA_LLM_MODEL to one it serves."
+            ) from exc
+        except openai.APIError as exc:
+            raise ProviderError(f"{self.where} returned an error: {exc}") from exc
+        self.usage = Usage(
+            prompt_tokens=(self.usage.prompt_tokens if self.usage else 0) + usage.prompt_tokens,
+            completion_tokens=(self.usage.completion_tokens if self.usage else 0)
+            + usage.completion_tokens,
+        )

@@ -1,0 +1,177 @@
+"""Hybrid retrieval: dense search in Chroma plus BM25, fused, grouped by paper, filtered."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from app.errors import EmptyIndexError
+from app.filters import Filters
+from app.settings import Settings
+from ingest.embed import Embedder, get_embedder
+from ingest.index import BM25Index, Index
+from ingest.text import plain_text
+
+Mode = Literal["hybrid", "dense", "bm25"]
+RRF_K = 60
+
+
+@dataclass
+class Passage:
+    chunk_id: str
+    text: str
+    meta: dict[str, Any]
+    similarity: float = 0.0
+    fused: float = 0.0
+
+
+@dataclass
+class PaperHit:
+    paper_id: str
+    passages: list[Passage] = field(default_factory=list)
+    fused: float = 0.0
+    lexical: float = 0.0
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self.passages[0].meta
+
+    @property
+    def similarity(self) -> float:
+        return max(p.similarity for p in self.passages)
+
+    @property
+    def text(self) -> str:
+        ordered = sorted(self.passages, key=lambda p: int(p.meta.get("chunk_index", 0)))
+        return " … ".join(plain_text(p.text) for p in ordered)
+
+    def authors(self) -> list[str]:
+        try:
+            return list(json.loads(self.meta.get("authors", "[]")))
+        except ValueError:
+            return []
+
+
+class Retriever:
+    """Loads the model, client and BM25 index once; every search reuses them."""
+
+    def __init__(self, settings: Settings, embedder: Embedder | None = None) -> None:
+        self.settings = settings
+        self.embedder = embedder or get_embedder(settings)
+        self.index = Index(settings)
+        self._bm25: BM25Index | None = None
+        self._lock = threading.Lock()
+
+    def _collection(self) -> Any:
+        col = self.index.collection(self.embedder.spec)
+        if col is None or col.count() == 0:
+            raise EmptyIndexError(
+                f"The index in {self.index.where()} is empty. Add papers with "
+                "`abstract-qa ingest PATH` (the bundled sample: `make run` or "
+                "`abstract-qa ingest data/sample`)."
+            )
+        return col
+
+    def bm25(self, col: Any) -> BM25Index:
+        generation = Index.generation(col)
+        with self._lock:
+            if self._bm25 is None or self._bm25.generation != generation:
+                self._bm25 = self.index.load_bm25(col)
+            return self._bm25
+
+    def known_venues(self) -> set[str]:
+        col = self._collection()
+        return {v for v in self.bm25(col).facets["venue"] if isinstance(v, str)}
+
+    def search(
+        self,
+        query: str,
+        filters: Filters | None = None,
+        k: int | None = None,
+        chunks_per_paper: int = 2,
+        mode: Mode = "hybrid",
+        timings: dict[str, float] | None = None,
+    ) -> list[PaperHit]:
+        """The top ``k`` papers for ``query``, each with up to ``chunks_per_paper`` passages."""
+        import time
+
+        timings = timings if timings is not None else {}
+        filters = filters or Filters()
+        k = k or self.settings.top_k
+        depth = max(50, k * chunks_per_paper * 5)
+        col = self._collection()
+
+        t = time.perf_counter()
+        qvec = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
+        timings["embed_query"] = time.perf_counter() - t
+
+        rankings: list[list[str]] = []
+        passages: dict[str, Passage] = {}
+        if mode in ("hybrid", "dense"):
+            t = time.perf_counter()
+            found = col.query(
+                query_embeddings=[qvec.tolist()],
+                n_results=depth,
+                where=filters.chroma_where(),
+                include=["metadatas", "documents", "distances"],
+            )
+            ids = found["ids"][0]
+            for cid, doc, meta, dist in zip(
+                ids,
+                (found["documents"] or [[]])[0],
+                (found["metadatas"] or [[]])[0],
+                (found["distances"] or [[]])[0],
+                strict=True,
+            ):
+                passages[cid] = Passage(cid, doc or "", dict(meta or {}), 1.0 - float(dist))
+            rankings.append(list(ids))
+            timings["dense"] = time.perf_counter() - t
+        if mode in ("hybrid", "bm25"):
+            t = time.perf_counter()
+            bm25 = self.bm25(col)
+            scores = bm25.scores(query)
+            mask = filters.mask(bm25.facets)
+            if mask is not None:
+                scores = np.where(mask, scores, 0.0)
+            top = np.argsort(-scores)[:depth]
+            rankings.append([bm25.chunk_ids[i] for i in top if scores[i] > 0])
+            timings["bm25"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        fused: dict[str, float] = defaultdict(float)
+        for ranking in rankings:
+            for rank, cid in enumerate(ranking):
+                fused[cid] += 1.0 / (RRF_K + rank + 1)
+        missing = [cid for cid in fused if cid not in passages]
+        if missing:
+            got = col.get(ids=missing, include=["metadatas", "documents", "embeddings"])
+            vectors = got["embeddings"] if got["embeddings"] is not None else []
+            for cid, doc, meta, vec in zip(
+                got["ids"], got["documents"] or [], got["metadatas"] or [], vectors, strict=True
+            ):
+                sim = float(np.dot(np.asarray(vec, dtype=np.float32), qvec))
+                passages[cid] = Passage(cid, doc or "", dict(meta or {}), sim)
+        papers: dict[str, PaperHit] = {}
+        for cid in sorted(fused, key=lambda c: -fused[c]):
+            passage = passages.get(cid)
+            if passage is None:
+                continue  # deleted between the BM25 snapshot and now
+            passage.fused = fused[cid]
+            pid = str(passage.meta.get("paper_id", cid))
+            hit = papers.setdefault(pid, PaperHit(pid))
+            if len(hit.passages) < chunks_per_paper:
+                hit.passages.append(passage)
+                hit.fused = max(hit.fused, passage.fused)
+        ranked = sorted(papers.values(), key=lambda h: -h.fused)[:k]
+        if ranked:
+            bm25 = self.bm25(col)
+            texts = [f"{h.meta.get('title', '')}. {h.text}" for h in ranked]
+            for hit, cov in zip(ranked, bm25.coverage(query, texts), strict=True):
+                hit.lexical = cov
+        timings["fuse"] = time.perf_counter() - t
+        return ranked

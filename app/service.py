@@ -1,0 +1,142 @@
+"""The question-answering service: follow-ups, filters, retrieval, an answer with checked citations.
+
+`QAService` loads the embedding model, the Chroma client and the provider once; every call reuses
+them. The UI, the CLI and `app.ask` all go through `QAService.stream`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from app.answer import CANNOT_ANSWER, check_citations, is_refusal, is_relevant, to_sources
+from app.errors import InputError
+from app.filters import Filters, parse_filters
+from app.llm import Provider, get_provider
+from app.llm.base import History
+from app.retrieve import Mode, Retriever
+from app.settings import Settings, get_settings
+from app.types import Answer
+from ingest.chunk import encoding
+from ingest.embed import get_embedder
+
+MAX_QUERY_TOKENS = 256  # what retrieval reads of a very long question
+
+
+class QAService:
+    def __init__(self, settings: Settings | dict[str, Any] | None = None) -> None:
+        self.settings = get_settings(settings)
+        self.embedder = get_embedder(self.settings)
+        self.retriever = Retriever(self.settings, self.embedder)
+        self._provider: Provider | None = None
+
+    @property
+    def provider(self) -> Provider:
+        if self._provider is None:
+            self._provider = get_provider(self.settings, self.embedder)
+        return self._provider
+
+    def ask(self, question: str, **options: Any) -> Answer:
+        """The full answer at once; see `stream` for the options."""
+        for event in self.stream(question, **options):
+            if isinstance(event, Answer):
+                return event
+        raise AssertionError("stream ended without an answer")  # pragma: no cover
+
+    def stream(
+        self,
+        question: str,
+        *,
+        history: History | None = None,
+        k: int | None = None,
+        year_from: int | None = None,
+        year_to: int | None = None,
+        venue: str | list[str] | None = None,
+        decision: str | list[str] | None = None,
+        mode: Mode = "hybrid",
+    ) -> Iterator[str | Answer]:
+        """Answer text as it is produced (str pieces), then the full typed `Answer`."""
+        started = time.perf_counter()
+        timings: dict[str, float] = {}
+        question = " ".join(question.split())
+        if not question:
+            raise InputError("The question is empty: type a question about the papers.")
+        tokens = encoding().encode(question, disallowed_special=())
+        query = question
+        if len(tokens) > MAX_QUERY_TOKENS:
+            query = encoding().decode(tokens[:MAX_QUERY_TOKENS])
+
+        provider = self.provider
+        provider.usage = None
+        t = time.perf_counter()
+        standalone = provider.condense(history or [], query)
+        timings["condense"] = time.perf_counter() - t
+
+        explicit = Filters(
+            year_from=year_from,
+            year_to=year_to,
+            venues=[venue] if isinstance(venue, str) else list(venue or []),
+            decisions=[decision] if isinstance(decision, str) else list(decision or []),
+        )
+        parsed, cleaned = parse_filters(standalone, self.retriever.known_venues())
+        filters = explicit.merged_over(parsed)
+        search_text = cleaned if parsed.active else standalone
+
+        t = time.perf_counter()
+        hits = self.retriever.search(
+            search_text,
+            filters,
+            k=k or self.settings.top_k,
+            chunks_per_paper=self.settings.chunks_per_paper,
+            mode=mode,
+            timings=timings,
+        )
+        timings["retrieve"] = time.perf_counter() - t
+        sources = to_sources(hits)
+
+        t = time.perf_counter()
+        relevant = any(
+            is_relevant(s, self.settings.min_relevance, self.settings.min_lexical) for s in sources
+        )
+        pieces: list[str] = []
+        if relevant:
+            for piece in provider.generate(standalone, sources):
+                pieces.append(piece)
+                yield piece
+        else:
+            pieces.append(CANNOT_ANSWER)
+            yield CANNOT_ANSWER
+        timings["generate"] = time.perf_counter() - t
+        text = "".join(pieces).strip()
+
+        answer = Answer(
+            question=question,
+            standalone_question=standalone,
+            answer=CANNOT_ANSWER,
+            abstained=True,
+            sources=sources,
+            filters=filters.model_dump(),
+            filters_applied=filters.describe(),
+            provider=provider.name,
+            model=provider.model,
+            usage=provider.usage,
+        )
+        if text and not is_refusal(text):
+            checked = check_citations(text, sources)
+            cited = {c.marker for c in checked.citations}
+            if cited:
+                answer.answer = checked.text
+                answer.abstained = False
+                answer.citations = checked.citations
+                answer.invalid_citations = checked.invalid
+                answer.uncited_sentences = checked.uncited
+                for source in sources:
+                    source.cited = source.marker in cited
+            else:
+                # Nothing the model said is tied to a source: refusing beats an unsupported answer.
+                answer.invalid_citations = checked.invalid
+                answer.uncited_sentences = checked.uncited
+        timings["total"] = time.perf_counter() - started
+        answer.timings = {key: round(value, 4) for key, value in timings.items()}
+        yield answer

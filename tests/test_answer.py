@@ -1,0 +1,197 @@
+"""Retrieval and answers over the bundled sample, with the real local model and a real Chroma."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.answer import CANNOT_ANSWER, check_citations
+from app.errors import ConfigError, EmptyIndexError, InputError
+from app.prompts import load_prompt
+from app.service import QAService
+from app.types import Answer, Source
+from tests.conftest import paper_id_containing
+
+PARAPHRASES = [
+    # (question worded unlike the abstract, a phrase only the gold abstract contains)
+    (
+        "Which optimizer family cuts the number of gradient and communication rounds versus MARINA?",
+        "We develop and analyze DASHA",
+    ),
+    (
+        "Can the accuracy gain of a model ensemble be compressed into one network by distillation?",
+        "We formally study how \\emph{ensemble}",
+    ),
+    (
+        "How should a classifier decide which inputs to reject to stay accurate on the rest?",
+        "We tackle the problem of Selective Classification",
+    ),
+    (
+        "Is it hard to learn neural nets that respect symmetries with gradient descent?",
+        "We study the problem of learning equivariant neural networks",
+    ),
+    (
+        "What helps learned optical flow estimators when trained on synthetic data?",
+        "Comprehensive studies of synthetic optical flow datasets",
+    ),
+    (
+        "Training networks without the chain rule of backprop: what alternative is proposed?",
+        "While backpropagation (BP) is the mainstream approach",
+    ),
+]
+
+OUT_OF_CORPUS = [
+    "What is the best recipe for a chocolate cake?",
+    "Who won the last football world cup?",
+    "How do I change the oil in a diesel car engine?",
+    "What is the capital of France?",
+]
+
+
+def assert_citations_real(answer: Answer) -> None:
+    source_ids = {s.marker: s.paper_id for s in answer.sources}
+    for citation in answer.citations:
+        assert source_ids[citation.marker] == citation.paper_id
+        assert citation.supporting, "each citation carries its supporting sentence(s)"
+        source = next(s for s in answer.sources if s.marker == citation.marker)
+        assert all(sentence in source.text for sentence in citation.supporting)
+    markers = {int(m) for m in re.findall(r"\[(\d+)\]", answer.answer)}
+    assert markers == {c.marker for c in answer.citations}
+
+
+@pytest.mark.parametrize(("question", "phrase"), PARAPHRASES)
+def test_paraphrased_questions_find_and_cite_the_right_paper(
+    sample_service: QAService, question: str, phrase: str
+) -> None:
+    gold = paper_id_containing(phrase)
+    answer = sample_service.ask(question)
+    assert not answer.abstained, answer
+    assert gold in [s.paper_id for s in answer.sources[:3]]
+    assert gold in [c.paper_id for c in answer.citations]
+    assert_citations_real(answer)
+    assert answer.timings["total"] > 0 and answer.provider == "extractive"
+
+
+@pytest.mark.parametrize("question", OUT_OF_CORPUS)
+def test_out_of_corpus_questions_abstain_but_still_show_what_was_retrieved(
+    sample_service: QAService, question: str
+) -> None:
+    answer = sample_service.ask(question)
+    assert answer.abstained and answer.answer == CANNOT_ANSWER
+    assert answer.citations == [] and not any(s.cited for s in answer.sources)
+    assert len(answer.sources) == 5
+
+
+def test_multi_paper_question_cites_several_papers(sample_service: QAService) -> None:
+    answer = sample_service.ask("Which papers study federated learning?")
+    assert not answer.abstained
+    assert len(answer.citations) >= 3
+    for citation in answer.citations:
+        source = next(s for s in answer.sources if s.marker == citation.marker)
+        assert "federated" in source.text.lower()
+    assert_citations_real(answer)
+
+
+def test_explicit_filters_are_honoured(sample_service: QAService) -> None:
+    answer = sample_service.ask("federated learning with heterogeneous clients", year_from=2024)
+    assert answer.sources and all(s.year == 2024 for s in answer.sources)
+    assert answer.filters_applied == "years 2024 to ..."
+    answer = sample_service.ask("federated learning", venue="NeurIPS")
+    assert answer.sources == [] and answer.abstained
+    answer = sample_service.ask("federated learning", venue="iclr", k=3)
+    assert len(answer.sources) == 3 and {s.venue for s in answer.sources} == {"ICLR"}
+
+
+def test_filters_read_from_the_question_and_explicit_ones_win(sample_service: QAService) -> None:
+    answer = sample_service.ask("ICLR 2024 papers on equivariant networks")
+    assert answer.filters_applied == "venue ICLR, year 2024"
+    assert set(answer.filters["from_question"]) == {"year_from", "year_to", "venues"}
+    assert answer.sources and all(s.year == 2024 for s in answer.sources)
+    assert answer.citations[0].paper_id == paper_id_containing(
+        "We study the problem of learning equivariant neural networks"
+    )
+    older = sample_service.ask("federated learning papers before 2024")
+    assert older.sources and all(s.year == 2023 for s in older.sources)
+    explicit = sample_service.ask("federated learning in 2024", year_from=2023, year_to=2023)
+    assert explicit.sources and all(s.year == 2023 for s in explicit.sources)
+
+
+def test_results_are_grouped_by_paper(sample_service: QAService) -> None:
+    answer = sample_service.ask("Which papers study federated learning?", k=8)
+    ids = [s.paper_id for s in answer.sources]
+    assert len(ids) == len(set(ids)) == 8
+    assert all(1 <= len(s.chunk_ids) <= 2 for s in answer.sources)
+    assert [s.rank for s in answer.sources] == list(range(1, 9))
+
+
+def test_bm25_finds_exact_names_and_dense_finds_meaning(sample_service: QAService) -> None:
+    dasha = paper_id_containing("We develop and analyze DASHA")
+    bm25 = sample_service.ask("DASHA-MVR", mode="bm25")
+    assert bm25.sources[0].paper_id == dasha
+    hybrid = sample_service.ask("what is DASHA")
+    assert not hybrid.abstained and hybrid.citations[0].paper_id == dasha
+
+
+def test_a_follow_up_is_understood_in_context(sample_service: QAService) -> None:
+    first = sample_service.ask("What is DASHA?")
+    follow = sample_service.ask(
+        "What does it improve over?", history=[("What is DASHA?", first.answer)]
+    )
+    assert "DASHA" in follow.standalone_question
+    assert follow.sources[0].paper_id == first.citations[0].paper_id
+
+
+def test_answers_stream_sentence_by_sentence_and_end_with_the_answer(
+    sample_service: QAService,
+) -> None:
+    events = list(sample_service.stream("Which papers study federated learning?"))
+    pieces, final = events[:-1], events[-1]
+    assert isinstance(final, Answer) and all(isinstance(p, str) for p in pieces)
+    assert len(pieces) >= 3
+    assert "".join(pieces) == final.answer
+
+
+def test_latex_is_searchable_in_plain_form(sample_service: QAService) -> None:
+    answer = sample_service.ask("20.9% to 39.3% on mathematical competition problems", mode="bm25")
+    assert "20.9%" in answer.sources[0].text
+
+
+def test_bad_questions_and_an_empty_index_give_clear_errors(
+    sample_service: QAService, settings: Any
+) -> None:
+    with pytest.raises(InputError, match="empty"):
+        sample_service.ask("   ")
+    with pytest.raises(EmptyIndexError, match="abstract-qa ingest"):
+        QAService(settings).ask("anything")
+
+
+def test_invalid_citations_are_removed_and_reported() -> None:
+    sources = [
+        Source(
+            marker=1,
+            paper_id="a",
+            title="A",
+            text="Alpha uses graphs. It is fast.",
+            score=0.5,
+            rank=1,
+        ),
+        Source(marker=2, paper_id="b", title="B", text="Beta uses trees.", score=0.4, rank=2),
+    ]
+    checked = check_citations(
+        "Alpha is fast [1, 7]. Beta uses trees [2][9]. Gamma is new.", sources
+    )
+    assert checked.text == "Alpha is fast [1]. Beta uses trees [2]. Gamma is new."
+    assert sorted(checked.invalid) == ["7", "9"]
+    assert checked.uncited == ["Gamma is new."]
+    assert [(c.marker, c.paper_id) for c in checked.citations] == [(1, "a"), (2, "b")]
+    assert "It is fast." in checked.citations[0].supporting
+
+
+def test_prompt_templates_with_unknown_variables_are_refused(tmp_path: Path) -> None:
+    assert "{refusal}" in load_prompt("answer.system")
+    (tmp_path / "answer.user.txt").write_text("Sources: {sources}\nQ: {question} {context}")
+    with pytest.raises(ConfigError, match="context"):
+        load_prompt("answer.user", tmp_path)
