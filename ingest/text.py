@@ -7,11 +7,16 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import re
 import unicodedata
 from functools import lru_cache
 
 from pylatexenc.latex2text import LatexNodes2Text
+
+# pylatexenc logs a warning for every macro it cannot expand (e.g. \frac with odd arguments);
+# it still returns usable text, so those warnings are noise to the user.
+logging.getLogger("pylatexenc").setLevel(logging.ERROR)
 
 _UNESCAPED_PERCENT = re.compile(r"(?<!\\)%")
 _SPACES = re.compile(r"\s+")

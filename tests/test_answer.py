@@ -18,7 +18,7 @@ from tests.conftest import paper_id_containing
 PARAPHRASES = [
     # (question worded unlike the abstract, a phrase only the gold abstract contains)
     (
-        "Which optimizer family cuts the number of gradient and communication rounds versus MARINA?",
+        "Which optimizers cut the number of gradient and communication rounds versus MARINA?",
         "We develop and analyze DASHA",
     ),
     (
