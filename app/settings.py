@@ -91,6 +91,7 @@ class Settings(BaseSettings):
     llm_model_path: Path | None = Field(
         default=None, description="GGUF file for the llamacpp provider (pip install '.[llamacpp]')."
     )
+    llm_max_tokens: int = Field(default=400, ge=16, description="Longest answer, in tokens.")
     llm_timeout: float = Field(default=60.0, gt=0, description="Seconds before a model call fails.")
     llm_max_retries: int = Field(
         default=3, ge=0, description="Retries with backoff on rate limits and transient errors."

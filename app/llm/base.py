@@ -45,11 +45,15 @@ class Provider(ABC):
         conversation ("what about its speed?") is joined to the question it follows."""
         if not history or not needs_context(question):
             return question
-        return f"{question} (following: {history[-1][0]})"
+        return join_follow_up(history, question)
 
 
 def needs_context(question: str) -> bool:
     return len(question.split()) <= 4 or bool(_ANAPHORA.search(question))
+
+
+def join_follow_up(history: History, question: str) -> str:
+    return f"{question} (following: {history[-1][0]})"
 
 
 class ChatProvider(Provider):
@@ -80,4 +84,8 @@ class ChatProvider(Provider):
         usage = self.usage
         rewritten = "".join(self.complete([("user", prompt)])).strip().strip('"')
         self.usage = usage
-        return rewritten.splitlines()[0] if rewritten else question
+        first = rewritten.splitlines()[0].strip() if rewritten else ""
+        if not first or first.casefold() == question.casefold():
+            # the model kept the follow-up as it was: keep its context the simple way
+            return join_follow_up(history, question)
+        return first

@@ -43,7 +43,7 @@ class LlamaCppProvider(ChatProvider):
         chat = [{"role": role, "content": text} for role, text in messages]
         with self._lock:
             for part in self.llama.create_chat_completion(
-                messages=chat, stream=True, temperature=0, max_tokens=400
+                messages=chat, stream=True, temperature=0, max_tokens=self.settings.llm_max_tokens
             ):
                 text = part["choices"][0]["delta"].get("content")
                 if text:

