@@ -11,8 +11,8 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from app.models import Answer
     from app.service import QAService
-    from app.types import Answer
 
 __all__ = ["Answer", "QAService", "ask"]
 
@@ -40,7 +40,7 @@ def __getattr__(name: str) -> Any:
 
         return QAService
     if name == "Answer":
-        from app.types import Answer
+        from app.models import Answer
 
         return Answer
     raise AttributeError(name)

@@ -6,8 +6,8 @@ import html
 import re
 from dataclasses import dataclass, field
 
+from app.models import Citation, Source
 from app.retrieve import PaperHit
-from app.types import Citation, Source
 from ingest.chunk import count_tokens
 from ingest.index import bm25_tokens
 from ingest.text import plain_text, sentence_spans

@@ -11,8 +11,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TimeR
 from rich.table import Table
 
 from app.errors import AQAError
+from app.models import Answer, IndexStats, IngestReport
 from app.settings import get_settings
-from app.types import Answer, IndexStats, IngestReport
 
 cli = typer.Typer(
     add_completion=False,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -18,6 +19,7 @@ from ingest.index import BM25Index, Index
 from ingest.text import plain_text
 
 Mode = Literal["hybrid", "dense", "bm25"]
+Fusion = Literal["rrf", "convex"]
 RRF_K = 60
 
 
@@ -96,22 +98,25 @@ class Retriever:
         chunks_per_paper: int = 2,
         mode: Mode = "hybrid",
         timings: dict[str, float] | None = None,
+        fusion: Fusion | None = None,
+        dense_weight: float | None = None,
     ) -> list[PaperHit]:
         """The top ``k`` papers for ``query``, each with up to ``chunks_per_paper`` passages."""
-        import time
-
         timings = timings if timings is not None else {}
         filters = filters or Filters()
         k = k or self.settings.top_k
+        fusion = fusion or self.settings.fusion
+        weight = self.settings.dense_weight if dense_weight is None else dense_weight
         depth = max(50, k * chunks_per_paper * 5)
         col = self._collection()
+        bm25 = self.bm25(col)
 
         t = time.perf_counter()
         qvec = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
         timings["embed_query"] = time.perf_counter() - t
 
-        rankings: list[list[str]] = []
         passages: dict[str, Passage] = {}
+        dense_ranking: list[str] = []
         if mode in ("hybrid", "dense"):
             t = time.perf_counter()
             found = col.query(
@@ -120,34 +125,31 @@ class Retriever:
                 where=filters.chroma_where(),
                 include=["metadatas", "documents", "distances"],
             )
-            ids = found["ids"][0]
+            dense_ranking = list(found["ids"][0])
             for cid, doc, meta, dist in zip(
-                ids,
+                dense_ranking,
                 (found["documents"] or [[]])[0],
                 (found["metadatas"] or [[]])[0],
                 (found["distances"] or [[]])[0],
                 strict=True,
             ):
                 passages[cid] = Passage(cid, doc or "", dict(meta or {}), 1.0 - float(dist))
-            rankings.append(list(ids))
             timings["dense"] = time.perf_counter() - t
-        if mode in ("hybrid", "bm25"):
-            t = time.perf_counter()
-            bm25 = self.bm25(col)
-            scores = bm25.scores(query)
-            mask = filters.mask(bm25.facets)
-            if mask is not None:
-                scores = np.where(mask, scores, 0.0)
-            top = np.argsort(-scores)[:depth]
-            rankings.append([bm25.chunk_ids[i] for i in top if scores[i] > 0])
-            timings["bm25"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        fused: dict[str, float] = defaultdict(float)
-        for ranking in rankings:
-            for rank, cid in enumerate(ranking):
-                fused[cid] += 1.0 / (RRF_K + rank + 1)
-        missing = [cid for cid in fused if cid not in passages]
+        scores = bm25.scores(query)
+        mask = filters.mask(bm25.facets)
+        if mask is not None:
+            scores = np.where(mask, scores, 0.0)
+        position = {cid: i for i, cid in enumerate(bm25.chunk_ids)}
+        bm25_ranking: list[str] = []
+        if mode in ("hybrid", "bm25"):
+            top = np.argsort(-scores)[:depth]
+            bm25_ranking = [bm25.chunk_ids[i] for i in top if scores[i] > 0]
+        timings["bm25"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        missing = [cid for cid in bm25_ranking if cid not in passages]
         if missing:
             got = col.get(ids=missing, include=["metadatas", "documents", "embeddings"])
             vectors = got["embeddings"] if got["embeddings"] is not None else []
@@ -156,11 +158,16 @@ class Retriever:
             ):
                 sim = float(np.dot(np.asarray(vec, dtype=np.float32), qvec))
                 passages[cid] = Passage(cid, doc or "", dict(meta or {}), sim)
+        # deleted since the BM25 snapshot: drop
+        bm25_ranking = [cid for cid in bm25_ranking if cid in passages]
+        lexical = {
+            cid: float(scores[position[cid]]) if cid in position else 0.0 for cid in passages
+        }
+        fused = fuse(fusion, weight, dense_ranking, bm25_ranking, passages, lexical)
+
         papers: dict[str, PaperHit] = {}
         for cid in sorted(fused, key=lambda c: -fused[c]):
-            passage = passages.get(cid)
-            if passage is None:
-                continue  # deleted between the BM25 snapshot and now
+            passage = passages[cid]
             passage.fused = fused[cid]
             pid = str(passage.meta.get("paper_id", cid))
             hit = papers.setdefault(pid, PaperHit(pid))
@@ -169,9 +176,36 @@ class Retriever:
                 hit.fused = max(hit.fused, passage.fused)
         ranked = sorted(papers.values(), key=lambda h: -h.fused)[:k]
         if ranked:
-            bm25 = self.bm25(col)
             texts = [f"{h.meta.get('title', '')}. {h.text}" for h in ranked]
             for hit, cov in zip(ranked, bm25.coverage(query, texts), strict=True):
                 hit.lexical = cov
         timings["fuse"] = time.perf_counter() - t
         return ranked
+
+
+def fuse(
+    fusion: Fusion,
+    dense_weight: float,
+    dense_ranking: list[str],
+    bm25_ranking: list[str],
+    passages: dict[str, Passage],
+    lexical: dict[str, float],
+) -> dict[str, float]:
+    """One score per candidate chunk. ``rrf``: weighted reciprocal rank fusion; ``convex``: a
+    weighted sum of the dense similarity and the BM25 score scaled to [0, 1] by its maximum."""
+    fused: dict[str, float] = defaultdict(float)
+    if not bm25_ranking or not dense_ranking:
+        for rank, cid in enumerate(dense_ranking or bm25_ranking):
+            fused[cid] = 1.0 / (RRF_K + rank + 1)
+        return fused
+    if fusion == "rrf":
+        for weight, ranking in ((dense_weight, dense_ranking), (1 - dense_weight, bm25_ranking)):
+            for rank, cid in enumerate(ranking):
+                fused[cid] += 2 * weight / (RRF_K + rank + 1)
+        return fused
+    top_lexical = max(lexical[cid] for cid in bm25_ranking) or 1.0
+    for cid in {*dense_ranking, *bm25_ranking}:
+        fused[cid] = dense_weight * passages[cid].similarity + (1 - dense_weight) * (
+            lexical.get(cid, 0.0) / top_lexical
+        )
+    return fused

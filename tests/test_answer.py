@@ -10,9 +10,9 @@ import pytest
 
 from app.answer import CANNOT_ANSWER, check_citations
 from app.errors import ConfigError, EmptyIndexError, InputError
+from app.models import Answer, Source
 from app.prompts import load_prompt
 from app.service import QAService
-from app.types import Answer, Source
 from tests.conftest import paper_id_containing
 
 PARAPHRASES = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from itertools import pairwise
 
-from app.types import Paper
+from app.models import Paper
 from ingest.chunk import chunk_paper, count_tokens, split_spans
 from ingest.read import read_paths
 from tests.conftest import SAMPLE

@@ -18,9 +18,9 @@ import pytest
 from pydantic import SecretStr
 
 from app.errors import ProviderError
+from app.models import Answer
 from app.service import QAService
 from app.settings import Settings
-from app.types import Answer
 from tests.conftest import paper_id_containing
 from tests.test_answer import assert_citations_real
 

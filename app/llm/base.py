@@ -7,9 +7,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 
 from app.answer import CANNOT_ANSWER, format_sources
+from app.models import Source, Usage
 from app.prompts import load_prompt
 from app.settings import Settings
-from app.types import Source, Usage
 
 History = list[tuple[str, str]]
 """Earlier turns of a conversation: (question, answer) pairs, oldest first."""

@@ -11,8 +11,8 @@ import numpy as np
 
 from app.answer import CANNOT_ANSWER, is_relevant
 from app.llm.base import Provider
+from app.models import Source
 from app.settings import Settings
-from app.types import Source
 from ingest.embed import Embedder
 from ingest.index import bm25_tokens
 from ingest.text import sentence_spans

@@ -12,8 +12,8 @@ from langchain_openai import ChatOpenAI
 
 from app.errors import ConfigError, ProviderError
 from app.llm.base import ChatProvider
+from app.models import Usage
 from app.settings import Settings
-from app.types import Usage
 
 
 class OpenAIProvider(ChatProvider):

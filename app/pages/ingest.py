@@ -1,0 +1,77 @@
+"""Add papers: upload JSONL / JSON / CSV / the plain sample format and see the ingest report."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import streamlit as st
+
+from app import ui
+from app.errors import AQAError
+from ingest.pipeline import ingest
+from ingest.read import FORMATS
+
+settings = ui.settings()
+st.title("Add papers")
+st.markdown(
+    "Upload **JSON Lines**, **JSON** arrays, **CSV** (fields `id, title, abstract, authors, year, "
+    "venue, url, keywords, decision`; only `abstract` is required) or the **plain sample format** "
+    "(first line `VENUE YEAR ...`, then one abstract per paragraph). Gzipped files work too. "
+    "Re-uploading a file adds only what changed; nothing already indexed is lost."
+)
+types = [ext.lstrip(".") for ext in FORMATS] + ["gz"]
+files = st.file_uploader("Corpus files", type=types, accept_multiple_files=True, key="uploads")
+
+if st.button("Ingest", type="primary", disabled=not files):
+    bar = st.progress(0.0, text="Reading…")
+
+    def progress(stage: str, done: int, total: int) -> None:
+        label = "Embedding new chunks" if stage == "embedding" else "Updating the keyword index"
+        bar.progress(done / total if total else 1.0, text=f"{label}: {done}/{total}")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for upload in files or []:
+            path = Path(tmp) / Path(upload.name).name
+            path.write_bytes(upload.getvalue())
+            paths.append(path)
+        try:
+            report = ingest(paths, settings, progress=progress)
+        except AQAError as exc:
+            bar.empty()
+            st.error(str(exc), icon="⚠️")
+            st.stop()
+    bar.progress(1.0, text=f"Done in {report.seconds:.1f}s")
+    st.cache_data.clear()  # corpus statistics changed
+    cols = st.columns(5)
+    for col, (name, value) in zip(
+        cols,
+        [("Papers read", report.papers), ("Added", report.added), ("Updated", report.updated),
+         ("Unchanged", report.unchanged), ("Removed", report.removed)],
+        strict=True,
+    ):  # fmt: skip
+        col.metric(name, value)
+    st.caption("Added, updated, unchanged and removed count chunks (passages) of abstracts.")
+    if report.papers == 0:
+        st.error("Nothing could be read from these files; see the reasons below.")
+    if report.skipped:
+        st.subheader(f"Rejected ({len(report.skipped)})")
+        st.dataframe(
+            [
+                {"file": Path(p.file).name, "line": p.line, "reason": p.reason}
+                for p in report.skipped
+            ],
+            use_container_width=True,
+            hide_index=True,
+        )
+    if report.warnings:
+        st.subheader(f"Read with a caveat ({len(report.warnings)})")
+        st.dataframe(
+            [
+                {"file": Path(p.file).name, "line": p.line, "reason": p.reason}
+                for p in report.warnings
+            ],
+            use_container_width=True,
+            hide_index=True,
+        )

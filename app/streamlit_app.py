@@ -1,0 +1,18 @@
+"""The Streamlit front end: `streamlit run app/streamlit_app.py` (or `make run`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+HERE = Path(__file__).resolve().parent
+
+st.set_page_config(page_title="abstract-qa", page_icon="📚", layout="wide")
+page = st.navigation(
+    [
+        st.Page(HERE / "pages" / "chat.py", title="Ask", icon="💬", default=True),
+        st.Page(HERE / "pages" / "ingest.py", title="Add papers", icon="📥"),
+    ]
+)
+page.run()

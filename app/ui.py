@@ -1,0 +1,177 @@
+"""What the Streamlit pages share: cached heavy objects, and safe HTML for corpus text.
+
+Everything from the corpus is escaped for HTML *and* Markdown before it is shown, so an abstract
+holding `<script>`, `**bold**`, `[link](...)` or `$math$` renders as the characters it holds.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+import streamlit as st
+
+from app.errors import AQAError
+from app.llm.base import resolve_llm
+from app.models import Answer, IndexStats, Source
+from app.service import QAService
+from app.settings import Settings, get_settings
+from ingest.index import index_stats
+from ingest.text import fingerprint
+
+# Characters Markdown (and Streamlit's $...$ math) would interpret, as HTML entities: entities are
+# decoded after Markdown is parsed, so they show literally.
+_MARKDOWN_SPECIALS = {c: f"&#{ord(c)};" for c in "\\`*_{}[]()#+-.!|~$:<>"}
+_CITATION = re.compile(r"&#91;(\d+)&#93;")
+
+
+def escape(text: str) -> str:
+    """Corpus text made inert for st.markdown(..., unsafe_allow_html=True)."""
+    escaped = html.escape(text, quote=True)
+    escaped = escaped.replace("&lt;", "\0lt").replace("&gt;", "\0gt").replace("&amp;", "\0amp")
+    escaped = escaped.replace("&quot;", "\0quot").replace("&#x27;", "\0apos")
+    out = "".join(_MARKDOWN_SPECIALS.get(c, c) for c in escaped)
+    for name, entity in (("lt", "&lt;"), ("gt", "&gt;"), ("amp", "&amp;"), ("quot", "&quot;")):
+        out = out.replace("\0" + name, entity)
+    return out.replace("\0apos", "&#x27;").replace("\n", "<br>")
+
+
+def answer_html(answer: Answer) -> str:
+    """The answer text, escaped, with its citation markers as small badges."""
+    body = escape(answer.answer)
+    return _CITATION.sub(r'<sup class="aqa-cite">[\1]</sup>', body)
+
+
+def highlight(text: str, sentences: list[str]) -> str:
+    """The passage, escaped, with the supporting sentences marked."""
+    spans = sorted((start, start + len(s)) for s in sentences if s and (start := text.find(s)) >= 0)
+    out, pos = [], 0
+    for start, end in spans:
+        if start < pos:
+            continue
+        out.append(escape(text[pos:start]))
+        out.append(f"<mark>{escape(text[start:end])}</mark>")
+        pos = end
+    out.append(escape(text[pos:]))
+    return "".join(out)
+
+
+def source_card(source: Source, supporting: list[str]) -> str:
+    """One source as an HTML card: title (linked when known), authors, venue and year, score,
+    and the passage with its supporting sentences highlighted."""
+    title = escape(source.title)
+    if source.url and source.url.startswith(("http://", "https://")):
+        title = f'<a href="{html.escape(source.url, quote=True)}" target="_blank">{title}</a>'
+    derived = ' <span class="aqa-muted">(untitled; first sentence shown)</span>'
+    meta = " · ".join(escape(str(x)) for x in (source.venue, source.year) if x)
+    authors = escape(", ".join(source.authors[:6]) + (" et al." if len(source.authors) > 6 else ""))
+    return (
+        f'<div class="aqa-card"><div class="aqa-head"><b>[{source.marker}]</b> {title}'
+        f"{derived if source.title_derived else ''}</div>"
+        f'<div class="aqa-muted">{authors}{" — " if authors and meta else ""}{meta}'
+        f" · relevance {source.score:.2f}</div>"
+        f'<div class="aqa-snippet">{highlight(source.text, supporting)}</div></div>'
+    )
+
+
+CSS = """
+<style>
+.aqa-card {border: 1px solid rgba(128,128,128,.35); border-radius: .5rem; padding: .6rem .8rem;
+           margin: .4rem 0;}
+.aqa-head {margin-bottom: .2rem;}
+.aqa-muted {color: rgba(128,128,128,1); font-size: .85rem;}
+.aqa-snippet {font-size: .9rem; margin-top: .3rem;}
+.aqa-snippet mark {background: rgba(255, 215, 0, .35); padding: 0 .1rem;}
+sup.aqa-cite {font-weight: 600; color: #1f77b4;}
+</style>
+"""
+
+
+@st.cache_resource(show_spinner="Loading the embedding model and the index…")
+def _service(_settings: Settings, cache_key: str) -> QAService:
+    """One service (model, Chroma client, provider) per process and settings."""
+    return QAService(_settings)
+
+
+def cache_key(current: Settings) -> str:
+    """Settings as a cache key; the API key only as a fingerprint, never in clear."""
+    key = current.openai_api_key.get_secret_value() if current.openai_api_key else ""
+    return current.model_dump_json(exclude={"openai_api_key"}) + fingerprint(key)
+
+
+def settings() -> Settings:
+    try:
+        return get_settings()
+    except AQAError as exc:
+        st.error(str(exc))
+        st.stop()
+        raise  # unreachable: st.stop() ends the run
+
+
+def get_service(current: Settings) -> QAService:
+    try:
+        return _service(current, cache_key(current))
+    except AQAError as exc:
+        st.error(str(exc))
+        st.stop()
+        raise
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def _stats(_settings: Settings, cache_key: str) -> IndexStats | None:
+    try:
+        return index_stats(_settings)
+    except AQAError:
+        return None
+
+
+def stats(current: Settings) -> IndexStats | None:
+    return _stats(current, cache_key(current))
+
+
+def provider_label(current: Settings) -> tuple[str, bool]:
+    """('extractive' or 'openai: gpt-4o-mini at URL', whether it runs offline)."""
+    kind = resolve_llm(current)
+    if kind == "extractive":
+        return "extractive (no generative model)", True
+    if kind == "llamacpp":
+        name = current.llm_model_path.name if current.llm_model_path else "?"
+        return f"llama.cpp: {name}", True
+    where = current.openai_base_url or "api.openai.com"
+    local = bool(re.match(r"https?://(localhost|127\.|\[::1\])", where))
+    return f"openai: {current.llm_model} at {where}", local
+
+
+def render_answer(answer: Answer) -> None:
+    """The answer with its citation badges, then a card per cited source."""
+    if answer.abstained:
+        st.info(answer.answer, icon="🤷")
+        if answer.sources:
+            with st.expander("Retrieved passages (none was relevant enough to answer)"):
+                for source in answer.sources:
+                    st.markdown(source_card(source, []), unsafe_allow_html=True)
+        return
+    st.markdown(answer_html(answer), unsafe_allow_html=True)
+    notes = []
+    if answer.filters_applied != "none":
+        notes.append(f"Filters: {escape(answer.filters_applied)}")
+    if answer.invalid_citations:
+        notes.append(f"Removed citations to missing sources: {', '.join(answer.invalid_citations)}")
+    if answer.uncited_sentences:
+        notes.append(f"{len(answer.uncited_sentences)} sentence(s) without a citation")
+    notes.append(f"{answer.timings.get('total', 0):.2f}s")
+    st.caption(" · ".join(notes), unsafe_allow_html=True)
+    supporting: dict[int, list[str]] = {c.marker: c.supporting for c in answer.citations}
+    for source in answer.sources:
+        if source.cited:
+            st.markdown(source_card(source, supporting[source.marker]), unsafe_allow_html=True)
+    others = [s for s in answer.sources if not s.cited]
+    if others:
+        with st.expander(f"Other retrieved passages ({len(others)})"):
+            for source in others:
+                st.markdown(source_card(source, []), unsafe_allow_html=True)
+
+
+def answer_from_state(data: Any) -> Answer:
+    return data if isinstance(data, Answer) else Answer.model_validate(data)
