@@ -16,6 +16,7 @@ CANNOT_ANSWER = "I cannot answer this from the indexed abstracts."
 """The one refusal sentence: providers say it, code and the evaluation check for it."""
 
 _MARKER = re.compile(r"\[(\s*\d+\s*(?:[,;]\s*\d+\s*)*)\]")
+_TRAILING_MARKERS = re.compile(r"\s*([.!?])\s*((?:\[\d+\])+)")
 _REFUSAL = re.compile(r"cannot answer this from the indexed abstracts", re.IGNORECASE)
 
 
@@ -97,6 +98,8 @@ def check_citations(text: str, sources: list[Source]) -> Checked:
         return "".join(f"[{n}]" for n in dict.fromkeys(good))
 
     cleaned = _MARKER.sub(keep_valid, text)
+    # "claim. [1] Next" -> "claim [1]. Next": a marker belongs to the sentence before it
+    cleaned = _TRAILING_MARKERS.sub(r" \2\1", cleaned)
     cleaned = re.sub(r"[ \t]+([.,;:!?])", r"\1", re.sub(r"[ \t]{2,}", " ", cleaned)).strip()
     uncited: list[str] = []
     for start, end in sentence_spans(cleaned):

@@ -46,8 +46,12 @@ class Filters(BaseModel):
             parts.append("venue " + " or ".join(self.venues))
         if self.year_from is not None and self.year_from == self.year_to:
             parts.append(f"year {self.year_from}")
-        elif self.year_from is not None or self.year_to is not None:
-            parts.append(f"years {self.year_from or '...'} to {self.year_to or '...'}")
+        elif self.year_from is not None and self.year_to is not None:
+            parts.append(f"years {self.year_from} to {self.year_to}")
+        elif self.year_from is not None:
+            parts.append(f"years from {self.year_from}")
+        elif self.year_to is not None:
+            parts.append(f"years up to {self.year_to}")
         if self.decisions:
             parts.append("decision " + " or ".join(self.decisions))
         return ", ".join(parts) or "none"

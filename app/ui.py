@@ -110,8 +110,12 @@ def settings() -> Settings:
 
 
 def get_service(current: Settings) -> QAService:
+    """The cached service; a configuration error (no key, bad model path) stops the page with
+    its message instead of failing at the first question."""
     try:
-        return _service(current, cache_key(current))
+        svc = _service(current, cache_key(current))
+        svc.provider  # noqa: B018 - builds the provider now so its errors show up front
+        return svc
     except AQAError as exc:
         st.error(str(exc))
         st.stop()

@@ -79,8 +79,10 @@ class ExtractiveProvider(Provider):
                 if all(cand.source is not c.source for c in chosen):
                     chosen.append(cand)
         for i, cand in enumerate(chosen):
-            sep = "" if i == 0 else " "
-            yield f"{sep}{cand.sentence.rstrip()} [{cand.source.marker}]"
+            sentence = cand.sentence.rstrip()
+            end = sentence[-1] if sentence[-1] in ".!?" else "."
+            body = sentence[:-1] if sentence[-1] in ".!?" else sentence
+            yield f"{'' if i == 0 else ' '}{body} [{cand.source.marker}]{end}"
 
     def _score(self, question: str, candidates: list[Candidate]) -> None:
         """Meaning (embedding similarity) plus shared words, plus how relevant the paper is."""

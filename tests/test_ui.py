@@ -1,0 +1,119 @@
+"""The Streamlit app through Streamlit's AppTest: what a user sees after each action."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app.answer import CANNOT_ANSWER
+from app.settings import Settings
+from app.ui import escape
+from tests.conftest import ROOT
+
+APP = str(ROOT / "app" / "streamlit_app.py")
+
+
+def start(monkeypatch: pytest.MonkeyPatch, data_dir: Path, **env: str) -> AppTest:
+    monkeypatch.setenv("AQA_DATA_DIR", str(data_dir))
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def shown(at: AppTest) -> str:
+    return "\n".join(str(m.value) for m in at.markdown)
+
+
+def card_markers(at: AppTest) -> list[int]:
+    return [int(n) for n in re.findall(r'class="aqa-head"><b>\[(\d+)\]</b>', shown(at))]
+
+
+def test_an_answer_shows_citation_markers_and_matching_source_cards(
+    monkeypatch: pytest.MonkeyPatch, sample_settings: Settings
+) -> None:
+    at = start(monkeypatch, sample_settings.data_dir)
+    at.chat_input[0].set_value("Which papers study federated learning?").run()
+    assert not at.exception
+    page = shown(at)
+    cited = sorted({int(n) for n in re.findall(r'<sup class="aqa-cite">\[(\d+)\]</sup>', page)})
+    assert len(cited) >= 2
+    assert card_markers(at)[: len(cited)] == cited  # a card for each citation, in order
+    assert "<mark>" in page  # the supporting sentence is highlighted
+    assert "Papers" in [m.label for m in at.metric] and at.metric[0].value == "57"
+
+    at.chat_input[0].set_value("What about asynchronous clients?").run()
+    assert len(at.chat_message) == 4  # history kept: two questions, two answers
+
+
+def test_filters_change_what_is_retrieved(
+    monkeypatch: pytest.MonkeyPatch, sample_settings: Settings
+) -> None:
+    at = start(monkeypatch, sample_settings.data_dir)
+    at.slider(key="years").set_value((2024, 2024)).run()
+    at.chat_input[0].set_value("Which papers study federated learning?").run()
+    cards = re.findall(r'<div class="aqa-muted">[^<]*?(\d{4}) · relevance', shown(at))
+    assert cards and set(cards) == {"2024"}
+    assert "Filters: years from 2024" in " ".join(str(c.value) for c in at.caption)
+
+
+def test_an_out_of_corpus_question_shows_an_abstention_without_citations(
+    monkeypatch: pytest.MonkeyPatch, sample_settings: Settings
+) -> None:
+    at = start(monkeypatch, sample_settings.data_dir)
+    at.chat_input[0].set_value("What is the best recipe for a chocolate cake?").run()
+    assert [i.value for i in at.info] == [CANNOT_ANSWER]
+    assert '<sup class="aqa-cite">' not in shown(at)
+    assert at.expander[0].label.startswith("Retrieved passages (none was relevant")
+
+
+def test_error_states_show_their_fix_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, isolated_env: Path
+) -> None:
+    at = start(monkeypatch, isolated_env)
+    assert "The index is empty" in at.warning[0].value
+    at = start(monkeypatch, isolated_env, AQA_LLM="openai")
+    assert "OPENAI_API_KEY" in at.error[0].value
+    at = start(monkeypatch, isolated_env, AQA_TOP_KK="3")
+    assert "AQA_TOP_KK" in at.error[0].value
+
+
+def test_an_upload_ingests_and_reports(monkeypatch: pytest.MonkeyPatch, isolated_env: Path) -> None:
+    at = start(monkeypatch, isolated_env)
+    at.switch_page("pages/ingest.py").run()
+    good = {"id": "u1", "title": "Upload test", "abstract": "We upload an abstract about graphs."}
+    hostile = {
+        "id": "u2",
+        "title": "<script>alert(1)</script> **bold**",
+        "abstract": "An abstract with <script>alert('x')</script> and $x^2$ and [a](javascript:1).",
+    }
+    body = "\n".join([json.dumps(good), "{broken", json.dumps(hostile)]).encode()
+    at.file_uploader(key="uploads").set_value(("papers.jsonl", body, "application/json")).run()
+    at.button[0].click().run()
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Papers read"] == "2" and metrics["Added"] == "2"
+    rejected = at.dataframe[0].value
+    assert list(rejected["line"]) == [2] and "malformed JSON" in rejected["reason"][0]
+
+    at.switch_page("pages/chat.py").run()
+    at.chat_input[0].set_value("abstract with alert and javascript").run()
+    page = shown(at)
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    assert "&#42;&#42;bold&#42;&#42;" in page  # markdown shown as typed
+    assert "&#91;a&#93;&#40;javascript&#58;1&#41;" in page  # no link is made
+    assert "x^2" in page and "$x^2$" not in page  # LaTeX shown as text, not rendered as math
+
+
+def test_escape_neutralises_html_and_markdown() -> None:
+    text = "<img src=x onerror=alert(1)> **b** _i_ [l](u) $m$ `c` # h"
+    out = re.sub(r"&#?\w+;", "", escape(text))
+    assert "<" not in out.replace("<br>", "") and ">" not in out
+    for char in "*_[]()$`#":
+        assert char not in out
