@@ -12,7 +12,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install run ingest-sample test test-fast lint format clean
+.PHONY: install browser run ingest-sample test test-fast lint format clean bench
 
 install: $(STAMP)
 
@@ -23,13 +23,21 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,llamacpp]'
 	touch $(STAMP)
 
+# Debian's Chromium for the browser test (Playwright drives it; it never downloads a browser).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "Installing Debian's chromium for the browser test..."; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
 ingest-sample: install
 	$(BIN)/abstract-qa ingest $(SAMPLE) --if-empty
 
 run: ingest-sample
-	$(BIN)/abstract-qa stats
+	@echo "Open http://localhost:8501 (Ctrl-C stops the app)"
+	$(BIN)/streamlit run app/streamlit_app.py --server.port 8501 --server.headless true \
+	  --browser.gatherUsageStats false
 
-test: install
+test: install browser
 	$(BIN)/python -m pytest
 
 test-fast: install

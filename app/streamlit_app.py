@@ -8,11 +8,11 @@ import streamlit as st
 
 HERE = Path(__file__).resolve().parent
 
-st.set_page_config(page_title="abstract-qa", page_icon="📚", layout="wide")
+st.set_page_config(page_title="abstract-qa", page_icon=":material/menu_book:", layout="wide")
 page = st.navigation(
     [
-        st.Page(HERE / "pages" / "chat.py", title="Ask", icon="💬", default=True),
-        st.Page(HERE / "pages" / "ingest.py", title="Add papers", icon="📥"),
+        st.Page(HERE / "pages" / "chat.py", title="Ask", icon=":material/forum:", default=True),
+        st.Page(HERE / "pages" / "ingest.py", title="Add papers", icon=":material/upload_file:"),
     ]
 )
 page.run()

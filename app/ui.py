@@ -150,7 +150,7 @@ def provider_label(current: Settings) -> tuple[str, bool]:
 def render_answer(answer: Answer) -> None:
     """The answer with its citation badges, then a card per cited source."""
     if answer.abstained:
-        st.info(answer.answer, icon="🤷")
+        st.info(answer.answer, icon=":material/help:")
         if answer.sources:
             with st.expander("Retrieved passages (none was relevant enough to answer)"):
                 for source in answer.sources:

@@ -20,7 +20,7 @@ with st.sidebar:
     label, offline = ui.provider_label(settings)
     st.markdown(f"**Answers:** {ui.escape(label)}", unsafe_allow_html=True)
     st.caption("Runs offline" if offline else "Calls a remote model")
-    if st.button("New conversation", icon="🆕", use_container_width=True):
+    if st.button("New conversation", icon=":material/add_comment:", use_container_width=True):
         st.session_state.messages = []
     st.subheader("Retrieval")
     k = st.slider("Papers per answer (top-k)", 1, 20, settings.top_k, key="top_k")
@@ -47,7 +47,7 @@ if stats is None or stats.papers == 0:
     st.warning(
         "The index is empty. Add papers on the **Add papers** page, or run "
         "`abstract-qa ingest data/sample` (what `make run` does on first start).",
-        icon="📭",
+        icon=":material/inbox:",
     )
     st.stop()
 
@@ -93,7 +93,7 @@ if prompt := st.chat_input("Ask about the papers, e.g. “Which papers study fed
                 st.write_stream(pieces(prompt))
         except AQAError as exc:
             placeholder.empty()
-            st.error(str(exc), icon="⚠️")
+            st.error(str(exc), icon=":material/error:")
             st.session_state.messages.pop()
             st.stop()
         placeholder.empty()

@@ -40,7 +40,7 @@ if st.button("Ingest", type="primary", disabled=not files):
             report = ingest(paths, settings, progress=progress)
         except AQAError as exc:
             bar.empty()
-            st.error(str(exc), icon="⚠️")
+            st.error(str(exc), icon=":material/error:")
             st.stop()
     bar.progress(1.0, text=f"Done in {report.seconds:.1f}s")
     st.cache_data.clear()  # corpus statistics changed

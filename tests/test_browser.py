@@ -1,0 +1,87 @@
+"""The app in a real headless Chromium (Debian's), started on loopback like `make run` does."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.settings import Settings
+from tests.conftest import ROOT
+from tests.test_openai_server import free_port
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="module")
+def app_url(sample_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = free_port()
+    log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AQA_", "OPENAI_"))}
+    env["AQA_DATA_DIR"] = str(sample_settings.data_dir)
+    with log.open("w") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "streamlit_app.py"),
+             "--server.port", str(port), "--server.address", "127.0.0.1",
+             "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+            stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"streamlit did not start:\n{log.read_text()[-2000:]}")
+                time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_a_question_typed_in_the_browser_gets_a_cited_answer_with_source_cards(
+    app_url: str,
+) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Chromium is missing: `make test` installs Debian's chromium package")
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"],
+        )  # fmt: skip
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            page.goto(app_url)
+            box = page.get_by_test_id("stChatInputTextArea")
+            expect(box).to_be_visible(timeout=120_000)
+            box.fill("Which papers study federated learning?")
+            box.press("Enter")
+            citation = page.locator("sup.aqa-cite").first
+            expect(citation).to_be_visible(timeout=120_000)
+            card = page.locator(".aqa-card").first
+            expect(card).to_be_visible()
+            marker = citation.inner_text()
+            assert marker.startswith("[") and marker in card.inner_text()
+            assert "federated" in card.inner_text().lower()
+            expect(page.locator(".aqa-card mark").first).to_be_visible()
+            page.screenshot(path=str(ARTIFACTS / "ui-answer.png"), full_page=True)
+        finally:
+            browser.close()
+    assert (ARTIFACTS / "ui-answer.png").stat().st_size > 10_000
