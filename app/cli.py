@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from rich.table import Table
 
 from app.errors import AQAError
 from app.models import Answer, IndexStats, IngestReport
-from app.settings import get_settings
+from app.settings import Settings, get_settings
 
 cli = typer.Typer(
     add_completion=False,
@@ -159,6 +160,69 @@ def _print_answer(answer: Answer, already_streamed: bool) -> None:
             markup=False,
             highlight=False,
         )
+
+
+@cli.command("eval")
+def eval_command(
+    questions: Path = typer.Argument(..., help="Question file (JSON Lines)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report(s) as JSON."),
+    out_dir: Path | None = typer.Option(
+        None, "--out", help="Write report.json, report.md (and compare.png) here."
+    ),
+    k: int | None = typer.Option(None, "--k", min=1, max=100, help="Papers retrieved."),
+    compare: list[str] | None = typer.Option(
+        None,
+        "--compare",
+        help="Another configuration to run, e.g. 'mode=bm25' or "
+        "'llm=openai,llm_model=gpt-4o-mini' (repeatable).",
+    ),
+    use_judge: bool = typer.Option(
+        False, "--judge", help="Also grade answers 1-5 with the configured chat model."
+    ),
+) -> None:
+    """Run a question set through ask() and report retrieval, citations, answers, abstention."""
+    from app.evaluate import known_paper_ids, load_questions, parse_variant, run_eval, write_reports
+    from app.service import QAService
+
+    settings = get_settings()
+    qs = load_questions(questions, known_paper_ids(settings))
+    variants: list[tuple[str, dict[str, object], str]] = [("default", {}, "hybrid")]
+    variants += [parse_variant(spec) for spec in compare or []]
+    reports = []
+    for label, overrides, mode in variants:
+        service = QAService(get_settings({**_explicit(settings), **overrides}))
+        with Progress(
+            "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+            console=err, disable=as_json or not sys.stderr.isatty(), transient=True,
+        ) as bar:  # fmt: skip
+            task = bar.add_task(label, total=len(qs))
+
+            def advance(done: int, total: int, task: TaskID = task) -> None:
+                bar.update(task, completed=done, total=total)
+
+            report = run_eval(
+                qs, service, k=k, mode=mode, label=label, use_judge=use_judge,  # type: ignore[arg-type]
+                progress=advance,
+            )  # fmt: skip
+        reports.append(report)
+    if out_dir is not None:
+        for path in write_reports(reports, out_dir):
+            err.print(f"wrote {path}")
+    if as_json:
+        payload = [r.model_dump() for r in reports]
+        typer.echo(json.dumps(payload[0] if len(payload) == 1 else payload, indent=2))
+        return
+    from app.evaluate import markdown
+
+    out.print(markdown(reports), markup=False, highlight=False)
+
+
+def _explicit(settings: Settings) -> dict[str, object]:
+    """The settings as init arguments (the key as its value, not its mask)."""
+    values = settings.model_dump()
+    if settings.openai_api_key is not None:
+        values["openai_api_key"] = settings.openai_api_key.get_secret_value()
+    return values
 
 
 @cli.command("stats")

@@ -14,6 +14,7 @@ VARIABLES: dict[str, set[str]] = {
     "answer.system": {"refusal"},
     "answer.user": {"sources", "question"},
     "condense.user": {"history", "question"},
+    "judge.user": {"sources", "question", "answer"},
 }
 
 

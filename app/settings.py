@@ -30,6 +30,7 @@ class Settings(BaseSettings):
         env_file_encoding="utf-8",
         extra="forbid",
         validate_default=True,
+        populate_by_name=True,
     )
 
     # --- storage -------------------------------------------------------------------------------

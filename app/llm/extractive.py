@@ -21,6 +21,10 @@ _LIST_QUESTION = re.compile(
     r"\b(which|what|list|name|any)\b.{0,40}\b(papers?|works?|methods|approaches|studies)\b",
     re.IGNORECASE,
 )
+_NAMING_QUESTION = re.compile(r"^\s*(which|what)\b", re.IGNORECASE)
+_NAMING_SENTENCE = re.compile(
+    r"\b(we (propose|introduce|present|develop|devise)|called|named|dubbed|termed)\b", re.IGNORECASE
+)
 CANDIDATE_PAPERS = 3
 MAX_SENTENCES = 3
 
@@ -62,6 +66,11 @@ class ExtractiveProvider(Provider):
             yield CANNOT_ANSWER
             return
         self._score(question, candidates)
+        if _NAMING_QUESTION.search(question):
+            # "which method ...?" is answered by the sentence that names it
+            for cand in candidates:
+                if _NAMING_SENTENCE.search(cand.sentence):
+                    cand.score += 0.1
         chosen: list[Candidate] = []
         if listing:
             # one sentence from each relevant paper: "which papers study X?"
@@ -76,8 +85,12 @@ class ExtractiveProvider(Provider):
             for cand in ranked[1:]:
                 if len(chosen) >= MAX_SENTENCES or cand.score < best.score - 0.12:
                     break
-                if all(cand.source is not c.source for c in chosen):
+                # one sentence a paper, but a second from the best paper when it is as good
+                same = sum(c.source is cand.source for c in chosen)
+                if same == 0 or (cand.source is best.source and same == 1):
                     chosen.append(cand)
+            # keep the sources' own order of sentences within one paper
+            chosen.sort(key=lambda c: candidates.index(c) if c.source is best.source else 10**6)
         for i, cand in enumerate(chosen):
             sentence = cand.sentence.rstrip()
             end = sentence[-1] if sentence[-1] in ".!?" else "."

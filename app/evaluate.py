@@ -1,0 +1,431 @@
+"""The evaluation harness: run a question set through the same `ask()` path users get, and
+measure retrieval, citations, answers, abstention, latency and cost.
+
+Question files are JSON Lines, one record a line (see data/eval/README.md):
+    {"id": "q1", "question": "...", "gold": ["paper_id", ...], "facts": [["20.9%"], ["39.3%"]],
+     "answerable": true, "type": "numeric", "follows": "q0"}
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from app.answer import format_sources
+from app.errors import InputError
+from app.models import Answer
+from app.prompts import load_prompt
+from app.retrieve import Mode
+from app.service import QAService
+from app.settings import Settings
+from ingest.index import Index
+from ingest.text import plain_text
+
+# USD per million tokens (input, output), for the cost line; unknown models report tokens only.
+PRICES = {"gpt-4o-mini": (0.15, 0.60), "gpt-4o": (2.50, 10.00), "gpt-4.1-mini": (0.40, 1.60)}
+
+
+class EvalQuestion(BaseModel):
+    model_config = {"extra": "forbid"}
+
+    id: str
+    question: str = Field(min_length=1)
+    gold: list[str] = Field(default_factory=list, description="Paper ids that answer it.")
+    facts: list[list[str]] = Field(
+        default_factory=list,
+        description="Facts the answer must hold; each lists accepted variants.",
+    )
+    answerable: bool = True
+    type: str = "factual"
+    follows: str | None = Field(default=None, description="Asked after this question's answer.")
+
+
+class QuestionResult(BaseModel):
+    id: str
+    question: str
+    type: str
+    answerable: bool
+    answer: str
+    abstained: bool
+    retrieved: list[str]
+    gold: list[str]
+    recall_at_k: float | None
+    reciprocal_rank: float | None
+    cited: list[str]
+    citation_precision: float | None
+    citation_recall: float | None
+    invalid_citations: int
+    facts_found: list[str]
+    facts_missing: list[str]
+    fact_coverage: float | None
+    correct_abstention: bool
+    seconds: float
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    judge: dict[str, int] | None = None
+
+    @property
+    def failed(self) -> list[str]:
+        why = []
+        if not self.correct_abstention:
+            why.append("refused" if self.abstained else "answered an unanswerable question")
+        if self.recall_at_k is not None and self.recall_at_k < 1:
+            why.append(f"recall@k {self.recall_at_k:.2f}")
+        if self.citation_precision is not None and self.citation_precision < 1:
+            why.append(f"cited non-gold ({self.citation_precision:.2f})")
+        if self.facts_missing and not self.abstained:
+            why.append("missing " + ", ".join(self.facts_missing))
+        if self.invalid_citations:
+            why.append(f"{self.invalid_citations} invalid citation(s)")
+        return why
+
+
+class Summary(BaseModel):
+    label: str
+    questions: int
+    answerable: int
+    unanswerable: int
+    k: int
+    recall_at_k: float
+    mrr: float
+    citation_precision: float
+    citation_recall: float
+    invalid_citations: int
+    fact_coverage: float
+    correct_refusals: float = Field(description="Unanswerable questions refused (share).")
+    wrong_refusals: float = Field(description="Answerable questions refused (share).")
+    abstention_accuracy: float
+    latency_p50: float
+    latency_p95: float
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None
+    judge_correctness: float | None = None
+    judge_faithfulness: float | None = None
+
+
+class EvalReport(BaseModel):
+    summary: Summary
+    results: list[QuestionResult]
+
+
+def load_questions(path: Path, known_ids: set[str] | None = None) -> list[EvalQuestion]:
+    """Parse and check a question file; every problem is reported as file:line."""
+    problems: list[str] = []
+    questions: list[EvalQuestion] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read the question file ({exc})") from exc
+    seen: dict[str, int] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            q = EvalQuestion.model_validate_json(line)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"]) or "record"
+            problems.append(f"{path}:{number}: {where}: {err['msg']}")
+            continue
+        if q.id in seen:
+            problems.append(f"{path}:{number}: id {q.id!r} already used on line {seen[q.id]}")
+        seen[q.id] = number
+        if known_ids is not None:
+            problems += [
+                f"{path}:{number}: gold id {g!r} is not in the index"
+                for g in q.gold
+                if g not in known_ids
+            ]
+        if q.answerable and not q.gold:
+            problems.append(f"{path}:{number}: an answerable question needs gold paper ids")
+        questions.append(q)
+    for q in questions:
+        if q.follows is not None and q.follows not in seen:
+            problems.append(f"{path}:{seen[q.id]}: follows unknown question {q.follows!r}")
+    if problems:
+        raise InputError("The question file has problems:\n" + "\n".join(problems))
+    if not questions:
+        raise InputError(f"{path}: no questions")
+    return questions
+
+
+def normalise(text: str) -> str:
+    """Case, LaTeX escapes (\\%), and spacing do not decide whether a fact is present."""
+    text = plain_text(text).casefold()
+    text = re.sub(r"(\d)\s+%", r"\1%", text)
+    return " ".join(text.replace("\u2009", " ").split())
+
+
+def _fact_present(answer: str, variants: list[str]) -> bool:
+    body = normalise(answer)
+    return any(normalise(v) in body for v in variants)
+
+
+def score(q: EvalQuestion, answer: Answer, seconds: float, k: int) -> QuestionResult:
+    retrieved = [s.paper_id for s in answer.sources]
+    gold = set(q.gold)
+    cited = list(dict.fromkeys(c.paper_id for c in answer.citations))
+    recall = rr = precision = cit_recall = coverage = None
+    found: list[str] = []
+    missing: list[str] = []
+    if q.answerable:
+        top = retrieved[:k]
+        recall = len(gold & set(top)) / len(gold)
+        rank = next((i for i, pid in enumerate(retrieved, 1) if pid in gold), None)
+        rr = 1 / rank if rank else 0.0
+        precision = (len(gold & set(cited)) / len(cited)) if cited else None
+        cit_recall = len(gold & set(cited)) / len(gold)
+        for variants in q.facts:
+            (found if _fact_present(answer.answer, variants) else missing).append(variants[0])
+        coverage = len(found) / len(q.facts) if q.facts else None
+    usage = answer.usage
+    return QuestionResult(
+        id=q.id,
+        question=q.question,
+        type=q.type,
+        answerable=q.answerable,
+        answer=answer.answer,
+        abstained=answer.abstained,
+        retrieved=retrieved,
+        gold=q.gold,
+        recall_at_k=recall,
+        reciprocal_rank=rr,
+        cited=cited,
+        citation_precision=precision,
+        citation_recall=cit_recall,
+        invalid_citations=len(answer.invalid_citations),
+        facts_found=found,
+        facts_missing=missing,
+        fact_coverage=coverage,
+        correct_abstention=answer.abstained != q.answerable,
+        seconds=round(seconds, 4),
+        prompt_tokens=usage.prompt_tokens if usage else 0,
+        completion_tokens=usage.completion_tokens if usage else 0,
+    )
+
+
+def _mean(values: list[float | None]) -> float:
+    kept = [v for v in values if v is not None]
+    return round(statistics.fmean(kept), 4) if kept else 0.0
+
+
+def _percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(p * len(ordered)))], 4) if ordered else 0.0
+
+
+def judge(service: QAService, answer: Answer) -> dict[str, int] | None:
+    """Correctness and faithfulness, 1 to 5, from the configured chat model; None without one."""
+    complete: Callable[[list[tuple[str, str]]], Any] | None = getattr(
+        service.provider, "complete", None
+    )
+    if complete is None or answer.abstained:
+        return None
+    block, _ = format_sources(answer.sources, service.settings.context_tokens)
+    prompt = load_prompt("judge.user").format(
+        sources=block, question=answer.question, answer=answer.answer
+    )
+    saved = service.provider.usage
+    reply = "".join(complete([("user", prompt)]))
+    service.provider.usage = saved
+    scores = {}
+    for name in ("correctness", "faithfulness"):
+        m = re.search(rf'"?{name}"?\s*[:=]\s*([1-5])', reply, re.IGNORECASE)
+        if m:
+            scores[name] = int(m.group(1))
+    return scores or None
+
+
+def run_eval(
+    questions: list[EvalQuestion],
+    service: QAService,
+    *,
+    k: int | None = None,
+    mode: Mode = "hybrid",
+    label: str = "default",
+    use_judge: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> EvalReport:
+    k = k or service.settings.top_k
+    answers: dict[str, Answer] = {}
+    results: list[QuestionResult] = []
+    for i, q in enumerate(questions, start=1):
+        history = []
+        if q.follows:
+            prior = answers.get(q.follows)
+            first = next(x for x in questions if x.id == q.follows)
+            history = [(first.question, prior.answer if prior else "")]
+        started = time.perf_counter()
+        answer = service.ask(q.question, history=history, k=k, mode=mode)
+        result = score(q, answer, time.perf_counter() - started, k)
+        if use_judge:
+            result.judge = judge(service, answer)
+        answers[q.id] = answer
+        results.append(result)
+        if progress:
+            progress(i, len(questions))
+    return EvalReport(summary=summarise(results, label, k, service.settings), results=results)
+
+
+def summarise(results: list[QuestionResult], label: str, k: int, settings: Settings) -> Summary:
+    answerable = [r for r in results if r.answerable]
+    unanswerable = [r for r in results if not r.answerable]
+    prompt = sum(r.prompt_tokens for r in results)
+    completion = sum(r.completion_tokens for r in results)
+    price = PRICES.get(settings.llm_model) if settings.openai_base_url is None else None
+    cost = None
+    if (prompt or completion) and price:
+        cost = round((prompt * price[0] + completion * price[1]) / 1e6, 6)
+    judged = [r.judge for r in results if r.judge]
+    return Summary(
+        label=label,
+        questions=len(results),
+        answerable=len(answerable),
+        unanswerable=len(unanswerable),
+        k=k,
+        recall_at_k=_mean([r.recall_at_k for r in answerable]),
+        mrr=_mean([r.reciprocal_rank for r in answerable]),
+        citation_precision=_mean([r.citation_precision for r in answerable]),
+        citation_recall=_mean([r.citation_recall for r in answerable]),
+        invalid_citations=sum(r.invalid_citations for r in results),
+        fact_coverage=_mean([r.fact_coverage for r in answerable]),
+        correct_refusals=_mean([1.0 if r.abstained else 0.0 for r in unanswerable]),
+        wrong_refusals=_mean([1.0 if r.abstained else 0.0 for r in answerable]),
+        abstention_accuracy=_mean([1.0 if r.correct_abstention else 0.0 for r in results]),
+        latency_p50=_percentile([r.seconds for r in results], 0.5),
+        latency_p95=_percentile([r.seconds for r in results], 0.95),
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        cost_usd=cost,
+        judge_correctness=_mean([j.get("correctness") for j in judged]) if judged else None,
+        judge_faithfulness=_mean([j.get("faithfulness") for j in judged]) if judged else None,
+    )
+
+
+def parse_variant(spec: str) -> tuple[str, dict[str, Any], Mode]:
+    """`--compare` specs: `mode=bm25`, `llm=extractive,top_k=8`, or a JSON object of settings."""
+    overrides: dict[str, Any] = {}
+    mode: Mode = "hybrid"
+    if spec.strip().startswith("{"):
+        try:
+            overrides = dict(json.loads(spec))
+        except ValueError as exc:
+            raise InputError(f"--compare {spec!r} is not valid JSON: {exc}") from exc
+    else:
+        for part in filter(None, (p.strip() for p in spec.split(","))):
+            if "=" not in part:
+                raise InputError(f"--compare {spec!r}: write key=value pairs, e.g. mode=bm25")
+            key, value = (x.strip() for x in part.split("=", 1))
+            overrides[key] = value
+    raw_mode = str(overrides.pop("mode", "hybrid"))
+    if raw_mode not in ("hybrid", "dense", "bm25"):
+        raise InputError(f"--compare {spec!r}: mode must be hybrid, dense or bm25")
+    mode = raw_mode  # type: ignore[assignment]
+    return spec, overrides, mode
+
+
+def known_paper_ids(settings: Settings) -> set[str]:
+    index = Index(settings)
+    col = index.collection()
+    if col is None:
+        return set()
+    return {str(row["meta"].get("paper_id")) for row in index.scan(col)}
+
+
+METRICS = [
+    ("recall_at_k", "recall@k"),
+    ("mrr", "MRR"),
+    ("citation_precision", "citation precision"),
+    ("citation_recall", "citation recall"),
+    ("fact_coverage", "fact coverage"),
+    ("correct_refusals", "correct refusals"),
+    ("wrong_refusals", "wrong refusals"),
+    ("abstention_accuracy", "abstention accuracy"),
+]
+
+
+def markdown(reports: list[EvalReport]) -> str:
+    lines = ["# Evaluation report", ""]
+    head = "| metric | " + " | ".join(r.summary.label for r in reports) + " |"
+    lines += [head, "|---|" + "---|" * len(reports)]
+    for key, name in [
+        *METRICS,
+        ("invalid_citations", "invalid citations"),
+        ("latency_p50", "latency p50 (s)"),
+        ("latency_p95", "latency p95 (s)"),
+        ("prompt_tokens", "prompt tokens"),
+        ("completion_tokens", "completion tokens"),
+        ("cost_usd", "cost (USD)"),
+        ("judge_correctness", "judge correctness (1-5)"),
+        ("judge_faithfulness", "judge faithfulness (1-5)"),
+    ]:
+        values = [getattr(r.summary, key) for r in reports]
+        cells = [
+            "-" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v)) for v in values
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    first = reports[0]
+    s = first.summary
+    lines += [
+        "",
+        f"{s.questions} questions ({s.answerable} answerable, {s.unanswerable} not), k = {s.k}.",
+        "",
+        f"## Failures ({first.summary.label})",
+        "",
+        "| id | type | question | what went wrong | answer |",
+        "|---|---|---|---|---|",
+    ]
+    for r in first.results:
+        if r.failed:
+            answer = r.answer.replace("|", "\\|").replace("\n", " ")
+            question = r.question.replace("|", "\\|")
+            lines.append(
+                f"| {r.id} | {r.type} | {question} | {'; '.join(r.failed)} | {answer[:160]} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def chart(reports: list[EvalReport], path: Path) -> None:
+    """A grouped bar chart of the main metrics, one colour per configuration."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [name for _, name in METRICS]
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    width = 0.8 / len(reports)
+    for i, report in enumerate(reports):
+        values = [getattr(report.summary, key) for key, _ in METRICS]
+        xs = [j + i * width for j in range(len(names))]
+        ax.bar(xs, values, width=width, label=report.summary.label)
+    ax.set_xticks([j + width * (len(reports) - 1) / 2 for j in range(len(names))])
+    ax.set_xticklabels(names, rotation=20, ha="right")
+    ax.set_ylim(0, 1.05)
+    ax.set_title("abstract-qa evaluation")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_reports(reports: list[EvalReport], out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / "report.json", out / "report.md"]
+    payload: Any = (
+        reports[0].model_dump() if len(reports) == 1 else [r.model_dump() for r in reports]
+    )
+    written[0].write_text(json.dumps(payload, indent=2, ensure_ascii=False))
+    written[1].write_text(markdown(reports))
+    if len(reports) > 1:
+        chart(reports, out / "compare.png")
+        written.append(out / "compare.png")
+    return written
