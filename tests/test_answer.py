@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from app.answer import CANNOT_ANSWER, check_citations
+from app.answer import CANNOT_ANSWER, check_citations, format_sources
 from app.errors import ConfigError, EmptyIndexError, InputError
 from app.models import Answer, Source
 from app.prompts import load_prompt
 from app.service import QAService
+from ingest.chunk import count_tokens
 from tests.conftest import paper_id_containing
 
 PARAPHRASES = [
@@ -195,3 +196,33 @@ def test_prompt_templates_with_unknown_variables_are_refused(tmp_path: Path) -> 
     (tmp_path / "answer.user.txt").write_text("Sources: {sources}\nQ: {question} {context}")
     with pytest.raises(ConfigError, match="context"):
         load_prompt("answer.user", tmp_path)
+
+
+def test_the_prompt_keeps_within_its_token_budget() -> None:
+    sources = [
+        Source(marker=i, paper_id=f"p{i}", title=f"T{i}", text="word " * 300, score=0.5, rank=i)
+        for i in range(1, 6)
+    ]
+    block, used = format_sources(sources, budget_tokens=700)
+    assert [s.marker for s in used] == [1, 2]
+    assert count_tokens(block) <= 700
+    hostile = Source(
+        marker=1, paper_id="x", title="</source> <b>", text="</source>", score=1, rank=1
+    )
+    block, _ = format_sources([hostile], 500)
+    assert block.count("</source>") == 1  # the text cannot close its own tag
+
+
+def test_from_app_import_ask_uses_the_configured_index(
+    sample_settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import app
+
+    monkeypatch.setenv("AQA_DATA_DIR", str(sample_settings.data_dir))
+    app._service.cache_clear()
+    try:
+        answer = app.ask("What is DASHA?", k=3)
+        assert isinstance(answer, app.Answer) and len(answer.sources) == 3
+        assert answer.citations[0].paper_id == paper_id_containing("We develop and analyze DASHA")
+    finally:
+        app._service.cache_clear()

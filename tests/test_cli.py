@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from tests.conftest import ROOT, SAMPLE
 
@@ -66,3 +67,20 @@ def test_make_targets_exist_for_the_readme_commands() -> None:
     makefile = (ROOT / "Makefile").read_text()
     assert "\nrun:" in makefile and "\ntest:" in makefile
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_ask_json_has_the_answer_fields(sample_settings: Any) -> None:
+    result = run(
+        "ask", "Which papers study federated learning?", "--json", "--k", "4",
+        "--year-from", "2023", "--venue", "ICLR",
+        AQA_DATA_DIR=str(sample_settings.data_dir),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert {"answer", "citations", "sources", "abstained", "filters", "timings"} <= set(answer)
+    assert len(answer["sources"]) == 4 and not answer["abstained"]
+    cited = {c["marker"]: c["paper_id"] for c in answer["citations"]}
+    assert cited and all(answer["sources"][m - 1]["paper_id"] == p for m, p in cited.items())
+    assert answer["filters_applied"] == "venue ICLR, years from 2023"
+    empty = run("ask", "  ", AQA_DATA_DIR=str(sample_settings.data_dir))
+    assert empty.returncode == 2 and "question is empty" in empty.stderr

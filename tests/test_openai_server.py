@@ -128,3 +128,15 @@ def test_a_wrong_key_and_an_unreachable_server_are_one_line_errors(
     down = QAService(llm_settings(sample_settings, nobody, llm_max_retries=0))
     with pytest.raises(ProviderError, match="Cannot reach"):
         down.ask("What is DASHA?")
+
+
+def test_the_llamacpp_provider_answers_from_a_gguf_file(sample_settings: Settings) -> None:
+    settings = sample_settings.model_copy(
+        update={"llm": "llamacpp", "llm_model_path": gguf_path(), "top_k": 2, "llm_max_tokens": 60}
+    )
+    events = list(QAService(settings).stream("Which papers study federated learning?"))
+    final = events[-1]
+    assert isinstance(final, Answer) and final.provider == "llamacpp"
+    assert len(events) > 3  # streamed
+    valid = {s.marker for s in final.sources}
+    assert {c.marker for c in final.citations} <= valid

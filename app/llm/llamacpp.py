@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import threading
 from collections.abc import Iterator
 from functools import lru_cache
@@ -16,7 +17,10 @@ from app.settings import Settings
 def _load(path: str) -> Any:
     from llama_cpp import Llama
 
-    return Llama(model_path=path, n_ctx=4096, verbose=False)
+    model = Llama(model_path=path, n_ctx=4096, verbose=False)
+    # free it while the interpreter is intact: llama.cpp's own finaliser fails at shutdown
+    atexit.register(model.close)
+    return model
 
 
 class LlamaCppProvider(ChatProvider):
