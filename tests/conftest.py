@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -69,3 +75,39 @@ def paper_id_containing(phrase: str) -> str:
     ids = [p.paper_id for p in read_paths([SAMPLE]).papers if phrase in p.abstract]
     assert len(ids) == 1, f"{phrase!r} is in {len(ids)} sample abstracts"
     return ids[0]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def serve(
+    command: list[str],
+    health_url: str,
+    log: Path,
+    *,
+    env: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = 120,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run a real server on loopback until ``health_url`` answers; stop it afterwards."""
+    with log.open("w") as fh:
+        proc = subprocess.Popen(command, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                request = urllib.request.Request(health_url, headers=headers or {})
+                urllib.request.urlopen(request, timeout=2).read()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"{command[:4]} did not start:\n{log.read_text()[-2000:]}")
+                time.sleep(0.5)
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

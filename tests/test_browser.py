@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from app.settings import Settings
-from tests.conftest import ROOT
-from tests.test_openai_server import free_port
+from tests.conftest import ROOT, free_port, serve
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -25,31 +21,17 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 @pytest.fixture(scope="module")
 def app_url(sample_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
-    log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AQA_", "OPENAI_"))}
     env["AQA_DATA_DIR"] = str(sample_settings.data_dir)
-    with log.open("w") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "streamlit_app.py"),
-             "--server.port", str(port), "--server.address", "127.0.0.1",
-             "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-            stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
-        )  # fmt: skip
+    command = [
+        sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "streamlit_app.py"),
+        "--server.port", str(port), "--server.address", "127.0.0.1",
+        "--server.headless", "true", "--browser.gatherUsageStats", "false",
+    ]  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"streamlit did not start:\n{log.read_text()[-2000:]}")
-                time.sleep(0.5)
+    log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
+    with serve(command, f"{url}/_stcore/health", log, env=env):
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_a_question_typed_in_the_browser_gets_a_cited_answer_with_source_cards(

@@ -6,11 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +17,7 @@ from app.errors import ProviderError
 from app.models import Answer
 from app.service import QAService
 from app.settings import Settings
-from tests.conftest import paper_id_containing
+from tests.conftest import free_port, paper_id_containing, serve
 from tests.test_answer import assert_citations_real
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
@@ -35,41 +31,18 @@ def gguf_path() -> Path:
     return Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
-    log = tmp_path_factory.mktemp("llama") / "server.log"
-    with log.open("w") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()),
-             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096",
-             "--model_alias", "smollm2", "--api_key", KEY],
-            stdout=fh, stderr=subprocess.STDOUT,
-        )  # fmt: skip
     url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                request = urllib.request.Request(
-                    f"{url}/models", headers={"Authorization": f"Bearer {KEY}"}
-                )
-                urllib.request.urlopen(request, timeout=2).read()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"llama.cpp server did not start:\n{log.read_text()[-2000:]}")
-                time.sleep(0.5)
+    command = [
+        sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()),
+        "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096",
+        "--model_alias", "smollm2", "--api_key", KEY,
+    ]  # fmt: skip
+    log = tmp_path_factory.mktemp("llama") / "server.log"
+    with serve(command, f"{url}/models", log, headers={"Authorization": f"Bearer {KEY}"}):
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def llm_settings(sample_settings: Settings, url: str, **extra: object) -> Settings:

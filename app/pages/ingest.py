@@ -55,23 +55,10 @@ if st.button("Ingest", type="primary", disabled=not files):
     st.caption("Added, updated, unchanged and removed count chunks (passages) of abstracts.")
     if report.papers == 0:
         st.error("Nothing could be read from these files; see the reasons below.")
-    if report.skipped:
-        st.subheader(f"Rejected ({len(report.skipped)})")
-        st.dataframe(
-            [
-                {"file": Path(p.file).name, "line": p.line, "reason": p.reason}
-                for p in report.skipped
-            ],
-            use_container_width=True,
-            hide_index=True,
-        )
-    if report.warnings:
-        st.subheader(f"Read with a caveat ({len(report.warnings)})")
-        st.dataframe(
-            [
-                {"file": Path(p.file).name, "line": p.line, "reason": p.reason}
-                for p in report.warnings
-            ],
-            use_container_width=True,
-            hide_index=True,
-        )
+    for title, problems in (("Rejected", report.skipped), ("Read with a caveat", report.warnings)):
+        if problems:
+            st.subheader(f"{title} ({len(problems)})")
+            rows = [
+                {"file": Path(p.file).name, "line": p.line, "reason": p.reason} for p in problems
+            ]
+            st.dataframe(rows, use_container_width=True, hide_index=True)
