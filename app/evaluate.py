@@ -121,7 +121,7 @@ def load_questions(path: Path, known_ids: set[str] | None = None) -> list[EvalQu
     problems: list[str] = []
     questions: list[EvalQuestion] = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_text(encoding="utf-8").split("\n")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read the question file ({exc})") from exc
     seen: dict[str, int] = {}

@@ -61,7 +61,12 @@ def open_client(settings: Settings) -> ClientAPI:
     return chromadb.PersistentClient(path=str(settings.chroma_dir), settings=chroma_settings)
 
 
-def chunk_metadata(paper: Paper, chunk: Chunk) -> dict[str, Any]:
+def paper_hash(paper: Paper, chunking: str) -> str:
+    """Changes when anything that shapes a paper's chunks changes: its record or the chunking."""
+    return fingerprint(paper.model_dump_json(exclude={"source"}), chunking)
+
+
+def chunk_metadata(paper: Paper, chunk: Chunk, n_chunks: int, chunking: str) -> dict[str, Any]:
     """What Chroma stores beside a chunk (no None values: Chroma rejects them)."""
     meta: dict[str, Any] = {
         "paper_id": paper.paper_id,
@@ -84,6 +89,10 @@ def chunk_metadata(paper: Paper, chunk: Chunk) -> dict[str, Any]:
         meta["venue_key"] = paper.venue.casefold()
     if paper.decision:
         meta["decision_key"] = paper.decision.casefold()
+    # on the first chunk: lets a re-ingest skip an unchanged paper without chunking it again
+    if chunk.index == 0:
+        meta["paper_hash"] = paper_hash(paper, chunking)
+        meta["n_chunks"] = n_chunks
     meta["meta_hash"] = fingerprint(json.dumps({k: meta[k] for k in sorted(meta) if k != "source"}))
     return meta
 
@@ -96,6 +105,8 @@ class Stored:
     paper_id: str
     content_hash: str
     meta_hash: str
+    paper_hash: str = ""
+    n_chunks: int = 0
 
 
 class Index:
@@ -185,6 +196,8 @@ class Index:
                 paper_id=str(row["meta"].get("paper_id", "")),
                 content_hash=str(row["meta"].get("content_hash", "")),
                 meta_hash=str(row["meta"].get("meta_hash", "")),
+                paper_hash=str(row["meta"].get("paper_hash", "")),
+                n_chunks=int(row["meta"].get("n_chunks", 0)),
             )
             for row in self.scan(col)
         }

@@ -11,7 +11,7 @@ from app.models import Chunk, IngestReport, Paper
 from app.settings import Settings
 from ingest.chunk import chunk_paper
 from ingest.embed import get_embedder
-from ingest.index import Index, chunk_metadata
+from ingest.index import Index, chunk_metadata, paper_hash
 from ingest.read import read_paths
 
 Progress = Callable[[str, int, int], None]
@@ -54,20 +54,33 @@ def ingest(
     assert col is not None
 
     t = time.perf_counter()
-    planned: list[tuple[Paper, Chunk]] = [
-        (paper, chunk)
-        for paper in read.papers
-        for chunk in chunk_paper(paper, max_tokens, settings.chunk_overlap_tokens)
-    ]
+    stored = index.stored(col)
+    timings["diff"] = time.perf_counter() - t
+
+    # A paper whose record and chunking are unchanged keeps its chunks: no chunking, no embedding.
+    t = time.perf_counter()
+    chunking = f"{embedder.spec.name}|{max_tokens}|{settings.chunk_overlap_tokens}"
+    wanted: set[str] = set()
+    planned: list[tuple[Paper, Chunk, int]] = []
+    for paper in read.papers:
+        head = stored.get(f"{paper.paper_id}:0")
+        if head is not None and head.paper_hash == paper_hash(paper, chunking):
+            ids = [f"{paper.paper_id}:{i}" for i in range(head.n_chunks)]
+            if all(cid in stored for cid in ids):
+                report.unchanged += len(ids)
+                wanted.update(ids)
+                continue
+        chunks = chunk_paper(paper, max_tokens, settings.chunk_overlap_tokens)
+        planned += [(paper, chunk, len(chunks)) for chunk in chunks]
+        wanted.update(chunk.chunk_id for chunk in chunks)
     timings["chunk"] = time.perf_counter() - t
-    report.chunks = len(planned)
+    report.chunks = len(wanted)
 
     t = time.perf_counter()
-    stored = index.stored(col)
     to_embed: list[tuple[Chunk, dict[str, Any]]] = []
     meta_only: list[tuple[str, dict[str, Any]]] = []
-    for paper, chunk in planned:
-        meta = chunk_metadata(paper, chunk)
+    for paper, chunk, n_chunks in planned:
+        meta = chunk_metadata(paper, chunk, n_chunks, chunking)
         old = stored.get(chunk.chunk_id)
         if old is None:
             report.added += 1
@@ -80,11 +93,10 @@ def ingest(
             meta_only.append((chunk.chunk_id, meta))
         else:
             report.unchanged += 1
-    wanted = {chunk.chunk_id for _, chunk in planned}
     input_papers = {paper.paper_id for paper in read.papers}
     stale = [cid for cid, s in stored.items() if s.paper_id in input_papers and cid not in wanted]
     report.removed = len(stale)
-    timings["diff"] = time.perf_counter() - t
+    timings["diff"] += time.perf_counter() - t
 
     embed_seconds = write_seconds = 0.0
     if to_embed or meta_only or stale:

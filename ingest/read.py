@@ -127,13 +127,18 @@ def _read_file(path: Path, skipped: list[Problem]) -> Iterator[Raw]:
 
 
 def _parse_jsonl(text: str, name: str) -> Iterator[Raw]:
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Only \n ends a record: str.splitlines() would also split at U+2028 inside a JSON string.
+    for number, line in enumerate(_lines(text), start=1):
         if not line.strip():
             continue
         try:
             yield number, json.loads(line)
         except json.JSONDecodeError as exc:
             yield number, Problem(file=name, line=number, reason=f"malformed JSON: {exc.msg}")
+
+
+def _lines(text: str) -> list[str]:
+    return [line.removesuffix("\r") for line in text.split("\n")]
 
 
 def _parse_json(text: str, name: str) -> Iterator[Raw]:
@@ -231,7 +236,7 @@ def _parse_csv(text: str, name: str) -> Iterator[Raw]:
 
 def _parse_sample(text: str, name: str) -> Iterator[Raw]:
     """First line like ``ICLR 2023 Papers`` names venue and year; then one abstract a paragraph."""
-    lines = text.splitlines()
+    lines = _lines(text)
     venue: str | None = None
     year: int | None = None
     first = next((i for i, line in enumerate(lines) if line.strip()), 0)

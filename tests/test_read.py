@@ -117,3 +117,12 @@ def test_json_array_with_a_broken_element_keeps_what_came_before(tmp_path: Path)
     result = read_paths([tmp_path / "broken.json"])
     assert [p.paper_id for p in result.papers] == ["p1"]
     assert result.skipped[0].line == 3 and "malformed JSON" in result.skipped[0].reason
+
+
+def test_a_unicode_line_separator_inside_a_record_does_not_split_it(tmp_path: Path) -> None:
+    # U+2028 occurs in real abstracts (ml-abstracts.jsonl.gz line 17090); only \n ends a record
+    text = json.dumps({**RECORD, "abstract": "One\u2028two."}, ensure_ascii=False) + "\r\n"
+    (tmp_path / "ls.jsonl").write_text(text + json.dumps({**RECORD, "id": "p2"}) + "\n")
+    result = read_paths([tmp_path / "ls.jsonl"])
+    assert result.skipped == [] and [p.paper_id for p in result.papers] == ["p1", "p2"]
+    assert result.papers[0].abstract == "One\u2028two."
