@@ -100,3 +100,13 @@ def test_the_cli_writes_reports_and_a_comparison_chart(
     assert {p.name for p in out.iterdir()} == {"report.json", "report.md", "compare.png"}
     assert "| recall@k |" in (out / "report.md").read_text()
     assert (out / "compare.png").stat().st_size > 5_000
+
+
+def test_the_judge_is_optional_and_silent_without_a_chat_model(
+    report: EvalReport, sample_service: QAService
+) -> None:
+    from app.evaluate import judge
+
+    answer = sample_service.ask("What is DASHA?")
+    assert judge(sample_service, answer) is None  # extractive: no model to ask
+    assert report.summary.judge_correctness is None
