@@ -1,0 +1,124 @@
+"""Server mode: a real `chroma run` on loopback, used by ingest, ask and a concurrent load."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.service import QAService
+from app.settings import Settings
+from ingest.index import Index, index_stats
+from ingest.pipeline import ingest
+from tests.conftest import ROOT, SAMPLE, SHARED_CORPUS, free_port, make_settings, serve
+
+pytestmark = [pytest.mark.slow, pytest.mark.server]
+CHROMA = Path(sys.executable).parent / "chroma"
+
+
+@pytest.fixture(scope="module")
+def chroma_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    port = free_port()
+    store = tmp_path_factory.mktemp("chroma-server")
+    command = [str(CHROMA), "run", "--path", str(store), "--host", "127.0.0.1", "--port", str(port)]
+    with serve(command, f"http://127.0.0.1:{port}/api/v2/heartbeat", store / "server.log"):
+        yield port
+
+
+def server_settings(port: int, data_dir: Path, collection: str) -> Settings:
+    return make_settings(
+        data_dir=data_dir, chroma_host="127.0.0.1", chroma_port=port, collection=collection
+    )
+
+
+def test_ingest_ask_and_reingest_through_a_chroma_server(chroma_port: int, tmp_path: Path) -> None:
+    settings = server_settings(chroma_port, tmp_path / "a", "server-sample")
+    first = ingest([SAMPLE], settings)
+    assert first.added == first.chunks > 0
+    again = ingest([SAMPLE], settings)
+    assert (again.added, again.updated, again.unchanged) == (0, 0, first.chunks)
+    stats = index_stats(settings)
+    assert stats.papers == 57 and stats.chroma == f"127.0.0.1:{chroma_port}"
+    assert not (tmp_path / "a" / "chroma").exists()  # nothing embedded locally
+
+    answer = QAService(settings).ask("What is DASHA?")
+    assert not answer.abstained and "DASHA" in answer.answer
+
+    # another machine's cache: its BM25 side is built from the server and agrees with it
+    other = server_settings(chroma_port, tmp_path / "b", "server-sample")
+    index = Index(other)
+    col = index.collection()
+    assert col is not None
+    assert sorted(index.load_bm25(col).chunk_ids) == sorted(col.get(include=[])["ids"])
+    assert QAService(other).ask("What is DASHA?").citations[0].paper_id == (
+        answer.citations[0].paper_id
+    )
+
+
+# Queriers keep asking until the ingest is over (at least 12 questions, at most 5 minutes).
+QUERIER = """
+import sys, time
+from pathlib import Path
+from app.service import QAService
+from app.settings import get_settings
+service = QAService(get_settings())
+done, deadline, i = Path(sys.argv[1]), time.monotonic() + 300, 0
+while (i < 12 or not done.exists()) and time.monotonic() < deadline:
+    answer = service.ask(["What is DASHA?", "Which papers study federated learning?"][i % 2])
+    assert answer.sources, "no sources"
+    i += 1
+print(i, flush=True)
+"""
+INGESTER = """
+import sys
+from pathlib import Path
+from app.settings import get_settings
+from ingest import pipeline
+pipeline.ROUND = 16
+report = pipeline.ingest([sys.argv[1]], get_settings())
+Path(sys.argv[2]).touch()
+print(report.papers, report.added, flush=True)
+"""
+
+
+@pytest.mark.skipif(not SHARED_CORPUS.exists(), reason="../shared/data is not beside the project")
+def test_two_processes_query_while_a_third_ingests(chroma_port: int, tmp_path: Path) -> None:
+    collection = "server-load"
+    ingest([SAMPLE], server_settings(chroma_port, tmp_path / "seed", collection))
+    extra = tmp_path / "extra.jsonl"
+    with gzip.open(SHARED_CORPUS, "rt", encoding="utf-8") as fh, extra.open("w") as out:
+        for _, line in zip(range(120), fh, strict=False):
+            out.write(line)
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("AQA_", "OPENAI_"))}
+    base |= {"AQA_CHROMA_HOST": "127.0.0.1", "AQA_CHROMA_PORT": str(chroma_port)}
+    base["AQA_COLLECTION"] = collection
+
+    def start(code: str, name: str, *args: str) -> subprocess.Popen[str]:
+        env = {**base, "AQA_DATA_DIR": str(tmp_path / name)}
+        return subprocess.Popen(
+            [sys.executable, "-c", code, *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+        )  # fmt: skip
+
+    done = tmp_path / "ingest-done"
+    procs = [
+        start(INGESTER, "ingester", str(extra), str(done)),
+        start(QUERIER, "q1", str(done)),
+        start(QUERIER, "q2", str(done)),
+    ]
+    outputs = [p.communicate(timeout=900) for p in procs]
+    for proc, (_, err) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, err[-2000:]
+    assert all(int(out) >= 12 for out, _ in outputs[1:])
+    papers, added = (int(x) for x in outputs[0][0].split())
+    assert papers == 120 and added >= 120
+    settings = server_settings(chroma_port, tmp_path / "check", collection)
+    stats = index_stats(settings)
+    assert stats.papers == 57 + 120  # nothing lost, nothing doubled
+    ids = Index(settings).collection().get(include=[])["ids"]  # type: ignore[union-attr]
+    assert len(ids) == len(set(ids)) == stats.chunks
