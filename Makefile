@@ -43,6 +43,10 @@ test: install browser
 test-fast: install
 	$(BIN)/python -m pytest -m "not slow"
 
+# Scale benchmark (not part of make test): 1k, 5k and all 21,958 papers of ../shared/data.
+bench: install
+	$(BIN)/python bench/run.py --sizes 1000,5000,all
+
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

@@ -1,0 +1,147 @@
+"""Scale benchmark: ingest, re-ingest, retrieval and ask() latency, memory and disk, by corpus size.
+
+    make bench                                  # 1k, 5k and all papers of the shared corpus
+    .venv/bin/python bench/run.py --sizes 1000,5000 --queries 200
+
+Each size gets a fresh index in --data-root. Ingest and queries run in child processes so that
+their peak memory is measured separately. Prints one Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXE = Path(sys.executable).parent / "abstract-qa"
+
+QUERY_SCRIPT = r"""
+import json, random, statistics, sys, time
+from app.filters import Filters
+from app.service import QAService
+from app.settings import get_settings
+
+titles = json.loads(open(sys.argv[1]).read())
+service = QAService(get_settings())
+retriever = service.retriever
+retriever.search("warm up the model and the caches")
+filtered = Filters(year_from=2015, venues=["NeurIPS", "ICML", "ICLR"])
+out = {}
+def clock(fn):
+    times = []
+    for title in titles:
+        t = time.perf_counter(); fn(title); times.append(time.perf_counter() - t)
+    times.sort()
+    return [round(1000 * times[len(times) // 2], 1), round(1000 * times[int(len(times) * 0.95)], 1)]
+for mode in ("dense", "bm25", "hybrid"):
+    out[mode] = clock(lambda q: retriever.search(q, mode=mode))
+    out[mode + "+filter"] = clock(lambda q: retriever.search(q, filtered, mode=mode))
+out["ask"] = clock(lambda q: service.ask(q))
+print(json.dumps(out))
+"""
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def run(cmd: list[str], env: dict[str, str]) -> tuple[str, float, float]:
+    """stdout, seconds, peak RSS (MB) of this child alone (ru_maxrss is a running maximum, so
+    each child runs in a fresh helper process)."""
+    wrapper = (
+        "import resource, subprocess, sys, time, json;"
+        "t = time.perf_counter();"
+        "p = subprocess.run(sys.argv[1:], capture_output=True, text=True);"
+        "sys.stderr.write(p.stderr[-3000:]) if p.returncode else None;"
+        "print(json.dumps({'out': p.stdout, 'rc': p.returncode, 's': time.perf_counter() - t,"
+        "'rss': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", wrapper, *cmd], capture_output=True, text=True, env=env
+    )
+    info = json.loads(done.stdout)
+    if info["rc"]:
+        raise SystemExit(f"{cmd[:3]} failed:\n{done.stderr}")
+    return info["out"], info["s"], info["rss"]
+
+
+def du_mb(path: Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", default=str(ROOT.parent / "shared/data/ml-abstracts.jsonl.gz"))
+    parser.add_argument("--sizes", default="1000,5000,all")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--data-root", default="/tmp/aqa-bench")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+
+    with gzip.open(args.corpus, "rt", encoding="utf-8") as fh:
+        records = [json.loads(line) for line in fh]
+    rng = random.Random(args.seed)
+    rng.shuffle(records)
+    root = Path(args.data_root)
+    rows = []
+    for size in args.sizes.split(","):
+        n = len(records) if size == "all" else int(size)
+        subset = records[:n]
+        work = root / f"n{n}"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        corpus = work / "corpus.jsonl"
+        corpus.write_text("".join(json.dumps(r) + "\n" for r in subset))
+        titles = work / "queries.json"
+        titles.write_text(
+            json.dumps([r["title"] for r in rng.sample(subset, min(args.queries, n))])
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AQA_")}
+        env["AQA_DATA_DIR"] = str(work / "index")
+        print(f"[{n} papers] first ingest...", file=sys.stderr, flush=True)
+        out, first_s, ingest_rss = run([str(EXE), "ingest", str(corpus), "--json"], env)
+        report = json.loads(out)
+        print(f"[{n} papers] unchanged re-ingest...", file=sys.stderr, flush=True)
+        out, again_s, _ = run([str(EXE), "ingest", str(corpus), "--json"], env)
+        assert json.loads(out)["added"] == 0
+        print(f"[{n} papers] queries...", file=sys.stderr, flush=True)
+        out, _, query_rss = run([sys.executable, "-c", QUERY_SCRIPT, str(titles)], env)
+        lat = json.loads(out)
+        t = report["timings"]
+        rows.append(
+            {
+                "papers": report["papers"],
+                "chunks": report["chunks"],
+                "ingest s": round(first_s, 1),
+                "papers/s": round(report["papers"] / first_s, 1),
+                "parse+chunk s": round(t["read"] + t["chunk"] + t["diff"], 1),
+                "embed s": round(t["embed"], 1),
+                "index s": round(t["index"] + t["bm25"], 1),
+                "ingest / embed": round(first_s / max(t["embed"], 1e-9), 2),
+                "re-ingest s": round(again_s, 1),
+                "speed-up": round(first_s / again_s, 1),
+                **{f"{k} p50/p95 ms": f"{v[0]}/{v[1]}" for k, v in lat.items()},
+                "ingest RSS MB": round(ingest_rss),
+                "query RSS MB": round(query_rss),
+                "disk MB": round(du_mb(work / "index")),
+            }
+        )
+    keys = list(rows[0])
+    print("| " + " | ".join(["measure"] + [f"{r['papers']} papers" for r in rows]) + " |")
+    print("|---" * (len(rows) + 1) + "|")
+    for key in keys[1:]:
+        print(f"| {key} | " + " | ".join(str(r[key]) for r in rows) + " |")
+    print(f"\n{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, {args.queries} title queries")
+
+
+if __name__ == "__main__":
+    main()
