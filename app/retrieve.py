@@ -141,7 +141,7 @@ class Retriever:
         mask = filters.mask(bm25.facets)
         if mask is not None:
             scores = np.where(mask, scores, 0.0)
-        position = {cid: i for i, cid in enumerate(bm25.chunk_ids)}
+        position = bm25.position
         bm25_ranking: list[str] = []
         if mode in ("hybrid", "bm25"):
             top = np.argsort(-scores)[:depth]

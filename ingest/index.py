@@ -16,6 +16,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -352,6 +353,11 @@ class BM25Index:
         if texts:
             retriever.index(bm25_tokens(texts), show_progress=False)
         return cls(retriever, chunk_ids, generation, facets)
+
+    @cached_property
+    def position(self) -> dict[str, int]:
+        """Row of each chunk id in the BM25 arrays."""
+        return {cid: i for i, cid in enumerate(self.chunk_ids)}
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every chunk for ``query`` (zeros when no query word is indexed)."""
