@@ -313,7 +313,6 @@ def summarise(results: list[QuestionResult], label: str, k: int, settings: Setti
 def parse_variant(spec: str) -> tuple[str, dict[str, Any], Mode]:
     """`--compare` specs: `mode=bm25`, `llm=extractive,top_k=8`, or a JSON object of settings."""
     overrides: dict[str, Any] = {}
-    mode: Mode = "hybrid"
     if spec.strip().startswith("{"):
         try:
             overrides = dict(json.loads(spec))
@@ -325,11 +324,10 @@ def parse_variant(spec: str) -> tuple[str, dict[str, Any], Mode]:
                 raise InputError(f"--compare {spec!r}: write key=value pairs, e.g. mode=bm25")
             key, value = (x.strip() for x in part.split("=", 1))
             overrides[key] = value
-    raw_mode = str(overrides.pop("mode", "hybrid"))
-    if raw_mode not in ("hybrid", "dense", "bm25"):
+    mode = str(overrides.pop("mode", "hybrid"))
+    if mode not in ("hybrid", "dense", "bm25"):
         raise InputError(f"--compare {spec!r}: mode must be hybrid, dense or bm25")
-    mode = raw_mode  # type: ignore[assignment]
-    return spec, overrides, mode
+    return spec, overrides, mode  # type: ignore[return-value]
 
 
 def known_paper_ids(settings: Settings) -> set[str]:

@@ -69,7 +69,8 @@ class Retriever:
         self._bm25: BM25Index | None = None
         self._lock = threading.Lock()
 
-    def _collection(self) -> Any:
+    def open(self) -> Any:
+        """The collection, checked for model and emptiness (one round trip to a Chroma server)."""
         col = self.index.collection(self.embedder.spec)
         if col is None or col.count() == 0:
             raise EmptyIndexError(
@@ -86,8 +87,8 @@ class Retriever:
                 self._bm25 = self.index.load_bm25(col)
             return self._bm25
 
-    def known_venues(self) -> set[str]:
-        col = self._collection()
+    def known_venues(self, col: Any = None) -> set[str]:
+        col = col if col is not None else self.open()
         return {v for v in self.bm25(col).facets["venue"] if isinstance(v, str)}
 
     def search(
@@ -100,6 +101,7 @@ class Retriever:
         timings: dict[str, float] | None = None,
         fusion: Fusion | None = None,
         dense_weight: float | None = None,
+        col: Any = None,
     ) -> list[PaperHit]:
         """The top ``k`` papers for ``query``, each with up to ``chunks_per_paper`` passages."""
         timings = timings if timings is not None else {}
@@ -108,7 +110,7 @@ class Retriever:
         fusion = fusion or self.settings.fusion
         weight = self.settings.dense_weight if dense_weight is None else dense_weight
         depth = max(50, k * chunks_per_paper * 5)
-        col = self._collection()
+        col = col if col is not None else self.open()
         bm25 = self.bm25(col)
 
         t = time.perf_counter()

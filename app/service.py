@@ -79,7 +79,8 @@ class QAService:
             venues=[venue] if isinstance(venue, str) else list(venue or []),
             decisions=[decision] if isinstance(decision, str) else list(decision or []),
         )
-        parsed, cleaned = parse_filters(standalone, self.retriever.known_venues())
+        col = self.retriever.open()  # once per question: both steps below use it
+        parsed, cleaned = parse_filters(standalone, self.retriever.known_venues(col))
         filters = explicit.merged_over(parsed)
         search_text = cleaned if parsed.active else standalone
 
@@ -91,6 +92,7 @@ class QAService:
             chunks_per_paper=self.settings.chunks_per_paper,
             mode=mode,
             timings=timings,
+            col=col,
         )
         timings["retrieve"] = time.perf_counter() - t
         sources = to_sources(hits)
