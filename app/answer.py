@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from app.models import Citation, Source
 from app.retrieve import PaperHit
 from ingest.chunk import count_tokens
-from ingest.index import bm25_tokens
-from ingest.text import plain_text, sentence_spans
+from ingest.index import bm25_tokens, plain_title
+from ingest.text import sentence_spans
 
 CANNOT_ANSWER = "I cannot answer this from the indexed abstracts."
 """The one refusal sentence: providers say it, code and the evaluation check for it."""
@@ -25,7 +25,7 @@ def to_sources(hits: list[PaperHit]) -> list[Source]:
         Source(
             marker=i,
             paper_id=hit.paper_id,
-            title=plain_text(str(hit.meta.get("title", hit.paper_id))),
+            title=plain_title(hit.meta, hit.paper_id),
             title_derived=bool(hit.meta.get("title_derived", False)),
             authors=hit.authors(),
             year=hit.meta.get("year"),

@@ -84,14 +84,16 @@ class Filters(BaseModel):
             return None
         return clauses[0] if len(clauses) == 1 else {"$and": clauses}
 
-    def mask(self, facets: dict[str, list[Any]]) -> np.ndarray | None:
-        """A boolean array over BM25 chunks: True where the chunk passes the filters."""
+    def mask(self, facets: dict[str, np.ndarray]) -> np.ndarray | None:
+        """A boolean array over BM25 chunks: True where the chunk passes the filters.
+
+        ``facets`` holds one array per facet: ``year`` as integers (-1 when unknown), ``venue``
+        and ``decision`` case-folded ("" when unknown)."""
         if not self.active:
             return None
-        n = len(facets["paper_id"])
-        keep = np.ones(n, dtype=bool)
+        years = facets["year"]
+        keep = np.ones(len(years), dtype=bool)
         if self.year_from is not None or self.year_to is not None:
-            years = np.array([y if isinstance(y, int) else -1 for y in facets["year"]])
             keep &= years >= 0
             if self.year_from is not None:
                 keep &= years >= self.year_from
@@ -99,9 +101,7 @@ class Filters(BaseModel):
                 keep &= years <= self.year_to
         for name, wanted in (("venue", self.venues), ("decision", self.decisions)):
             if wanted:
-                allowed = {w.casefold() for w in wanted}
-                values = [v.casefold() if isinstance(v, str) else None for v in facets[name]]
-                keep &= np.array([v in allowed for v in values], dtype=bool)
+                keep &= np.isin(facets[name], [w.casefold() for w in wanted])
         return keep
 
 

@@ -35,6 +35,7 @@ class Chunk(BaseModel):
     start: int = Field(description="Character offset of the chunk in the abstract.")
     end: int
     text: str = Field(description="The abstract's own text for the span (LaTeX kept).")
+    plain: str = Field(description="The text as displayed and searched (LaTeX rendered).")
     embed_text: str = Field(description="What is embedded: title context plus normalised text.")
     content_hash: str
 

@@ -15,12 +15,12 @@ from app.errors import EmptyIndexError
 from app.filters import Filters
 from app.settings import Settings
 from ingest.embed import Embedder, get_embedder
-from ingest.index import BM25Index, Index
-from ingest.text import plain_text
+from ingest.index import BM25Index, Index, plain_document
 
 Mode = Literal["hybrid", "dense", "bm25"]
 Fusion = Literal["rrf", "convex"]
 RRF_K = 60
+OVERSAMPLE = 4  # unfiltered dense depth, as a multiple of the filtered depth wanted
 
 
 @dataclass
@@ -50,7 +50,7 @@ class PaperHit:
     @property
     def text(self) -> str:
         ordered = sorted(self.passages, key=lambda p: int(p.meta.get("chunk_index", 0)))
-        return " … ".join(plain_text(p.text) for p in ordered)
+        return " … ".join(plain_document(p.meta, p.text) for p in ordered)
 
     def authors(self) -> list[str]:
         try:
@@ -117,66 +117,63 @@ class Retriever:
         qvec = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
         timings["embed_query"] = time.perf_counter() - t
 
-        passages: dict[str, Passage] = {}
+        position = bm25.position
+        mask = filters.mask(bm25.facet_arrays)
+        # Ranking needs only ids and scores; text and metadata are fetched for the winners.
+        similarity: dict[str, float] = {}
         dense_ranking: list[str] = []
         if mode in ("hybrid", "dense"):
             t = time.perf_counter()
-            found = col.query(
-                query_embeddings=[qvec.tolist()],
-                n_results=depth,
-                where=filters.chroma_where(),
-                include=["metadatas", "documents", "distances"],
-            )
-            dense_ranking = list(found["ids"][0])
-            for cid, doc, meta, dist in zip(
-                dense_ranking,
-                (found["documents"] or [[]])[0],
-                (found["metadatas"] or [[]])[0],
-                (found["distances"] or [[]])[0],
-                strict=True,
-            ):
-                passages[cid] = Passage(cid, doc or "", dict(meta or {}), 1.0 - float(dist))
+            if mask is None:
+                dense_ranking, sims = self._dense(col, qvec, depth)
+            else:
+                # Chroma's metadata filter costs ~30 ms, and most filters keep most papers: rank
+                # a deeper unfiltered list and filter it here. That is exact when `depth` chunks
+                # pass (or the list holds every chunk); a narrow filter goes to Chroma.
+                ids, all_sims = self._dense(col, qvec, depth * OVERSAMPLE)
+                passing = [
+                    (cid, sim)
+                    for cid, sim in zip(ids, all_sims, strict=True)
+                    if cid in position and mask[position[cid]]
+                ]
+                if len(passing) >= depth or len(ids) < depth * OVERSAMPLE:
+                    dense_ranking = [cid for cid, _ in passing[:depth]]
+                    sims = [sim for _, sim in passing[:depth]]
+                else:
+                    dense_ranking, sims = self._dense(col, qvec, depth, filters.chroma_where())
+            similarity.update(zip(dense_ranking, sims, strict=True))
             timings["dense"] = time.perf_counter() - t
 
         t = time.perf_counter()
         scores = bm25.scores(query)
-        mask = filters.mask(bm25.facets)
         if mask is not None:
             scores = np.where(mask, scores, 0.0)
-        position = bm25.position
         bm25_ranking: list[str] = []
-        if mode in ("hybrid", "bm25"):
-            top = np.argsort(-scores)[:depth]
+        if mode in ("hybrid", "bm25") and len(scores):
+            top = np.argpartition(-scores, min(depth, len(scores) - 1))[:depth]
+            top = top[np.argsort(-scores[top])]
             bm25_ranking = [bm25.chunk_ids[i] for i in top if scores[i] > 0]
+            rows = [position[cid] for cid in bm25_ranking if cid not in similarity]
+            if rows:
+                for row, sim in zip(rows, bm25.vectors[rows] @ qvec, strict=True):
+                    similarity[bm25.chunk_ids[row]] = float(sim)
         timings["bm25"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        missing = [cid for cid in bm25_ranking if cid not in passages]
-        if missing:
-            got = col.get(ids=missing, include=["metadatas", "documents", "embeddings"])
-            vectors = got["embeddings"] if got["embeddings"] is not None else []
-            for cid, doc, meta, vec in zip(
-                got["ids"], got["documents"] or [], got["metadatas"] or [], vectors, strict=True
-            ):
-                sim = float(np.dot(np.asarray(vec, dtype=np.float32), qvec))
-                passages[cid] = Passage(cid, doc or "", dict(meta or {}), sim)
-        # deleted since the BM25 snapshot: drop
-        bm25_ranking = [cid for cid in bm25_ranking if cid in passages]
         lexical = {
-            cid: float(scores[position[cid]]) if cid in position else 0.0 for cid in passages
+            cid: float(scores[position[cid]]) if cid in position else 0.0 for cid in similarity
         }
-        fused = fuse(fusion, weight, dense_ranking, bm25_ranking, passages, lexical)
-
-        papers: dict[str, PaperHit] = {}
+        fused = fuse(fusion, weight, dense_ranking, bm25_ranking, similarity, lexical)
+        paper_of = bm25.facets["paper_id"]
+        chosen: dict[str, list[str]] = {}
         for cid in sorted(fused, key=lambda c: -fused[c]):
-            passage = passages[cid]
-            passage.fused = fused[cid]
-            pid = str(passage.meta.get("paper_id", cid))
-            hit = papers.setdefault(pid, PaperHit(pid))
-            if len(hit.passages) < chunks_per_paper:
-                hit.passages.append(passage)
-                hit.fused = max(hit.fused, passage.fused)
-        ranked = sorted(papers.values(), key=lambda h: -h.fused)[:k]
+            # a chunk added since the BM25 snapshot is not in `position`; its id names its paper
+            pid = str(paper_of[position[cid]]) if cid in position else cid.rsplit(":", 1)[0]
+            if pid not in chosen and len(chosen) == k:
+                continue
+            if len(chosen.setdefault(pid, [])) < chunks_per_paper:
+                chosen[pid].append(cid)
+        ranked = self._fetch(col, chosen, similarity, fused)
         if ranked:
             texts = [f"{h.meta.get('title', '')}. {h.text}" for h in ranked]
             for hit, cov in zip(ranked, bm25.coverage(query, texts), strict=True):
@@ -184,13 +181,55 @@ class Retriever:
         timings["fuse"] = time.perf_counter() - t
         return ranked
 
+    @staticmethod
+    def _dense(
+        col: Any, qvec: np.ndarray, n: int, where: dict[str, Any] | None = None
+    ) -> tuple[list[str], list[float]]:
+        """Chroma's nearest chunks: ids and cosine similarities, best first."""
+        found = col.query(
+            query_embeddings=[qvec.tolist()], n_results=n, where=where, include=["distances"]
+        )
+        distances = (found["distances"] or [[]])[0]
+        return list(found["ids"][0]), [1.0 - float(d) for d in distances]
+
+    @staticmethod
+    def _fetch(
+        col: Any,
+        chosen: dict[str, list[str]],
+        similarity: dict[str, float],
+        fused: dict[str, float],
+    ) -> list[PaperHit]:
+        """Text and metadata of the chosen chunks in one request; a chunk deleted since the
+        ranking (a concurrent re-ingest) is dropped."""
+        wanted = [cid for cids in chosen.values() for cid in cids]
+        if not wanted:
+            return []
+        got = col.get(ids=wanted, include=["metadatas", "documents"])
+        rows = {
+            cid: (doc or "", dict(meta or {}))
+            for cid, doc, meta in zip(
+                got["ids"], got["documents"] or [], got["metadatas"] or [], strict=True
+            )
+        }
+        hits: list[PaperHit] = []
+        for pid, cids in chosen.items():
+            hit = PaperHit(pid)
+            for cid in cids:
+                if cid in rows:
+                    doc, meta = rows[cid]
+                    hit.passages.append(Passage(cid, doc, meta, similarity[cid], fused[cid]))
+            if hit.passages:
+                hit.fused = max(p.fused for p in hit.passages)
+                hits.append(hit)
+        return hits
+
 
 def fuse(
     fusion: Fusion,
     dense_weight: float,
     dense_ranking: list[str],
     bm25_ranking: list[str],
-    passages: dict[str, Passage],
+    similarity: dict[str, float],
     lexical: dict[str, float],
 ) -> dict[str, float]:
     """One score per candidate chunk. ``rrf``: weighted reciprocal rank fusion; ``convex``: a
@@ -207,7 +246,7 @@ def fuse(
         return fused
     top_lexical = max(lexical[cid] for cid in bm25_ranking) or 1.0
     for cid in {*dense_ranking, *bm25_ranking}:
-        fused[cid] = dense_weight * passages[cid].similarity + (1 - dense_weight) * (
+        fused[cid] = dense_weight * similarity[cid] + (1 - dense_weight) * (
             lexical.get(cid, 0.0) / top_lexical
         )
     return fused

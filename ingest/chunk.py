@@ -72,7 +72,8 @@ def chunk_paper(paper: Paper, max_tokens: int, overlap_tokens: int) -> list[Chun
     chunks = []
     for index, (start, end) in enumerate(split_spans(paper.abstract, budget, overlap_tokens)):
         text = paper.abstract[start:end]
-        embed_text = context + plain_text(text)
+        plain = plain_text(text)
+        embed_text = context + plain
         chunks.append(
             Chunk(
                 chunk_id=f"{paper.paper_id}:{index}",
@@ -81,6 +82,7 @@ def chunk_paper(paper: Paper, max_tokens: int, overlap_tokens: int) -> list[Chun
                 start=start,
                 end=end,
                 text=text,
+                plain=plain,
                 embed_text=embed_text,
                 content_hash=fingerprint(embed_text),
             )

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import threading
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from app.errors import ConfigError
 from app.settings import Settings
 
 LOCAL_DEFAULT = "all-MiniLM-L6-v2"
+QUERY_CACHE = 256
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,7 @@ class LocalEmbeddings(Embeddings):
                 from transformers.utils import logging as hf_logging
 
                 hf_logging.disable_progress_bar()
+                _fixed_mmap_threshold()
                 model = SentenceTransformer(str(self.path), device="cpu", local_files_only=True)
                 model.max_seq_length = self.WINDOW
                 self._model = model
@@ -78,8 +82,12 @@ class LocalEmbeddings(Embeddings):
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
+        # A few texts (an answer's candidate sentences) differ in length too much for one padded
+        # batch: small batches are ~20% faster there. Many texts are sorted by length by
+        # sentence-transformers, so the configured batch wastes little padding.
+        batch = self.batch_size if len(texts) >= 4 * self.batch_size else 4
         vectors = self.model.encode(
-            texts, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
+            texts, batch_size=batch, normalize_embeddings=True, show_progress_bar=False
         )
         return [v.tolist() for v in vectors]
 
@@ -87,21 +95,54 @@ class LocalEmbeddings(Embeddings):
         return self.embed_documents([text])[0]
 
 
+def _fixed_mmap_threshold(threshold: int = 128 * 1024) -> None:
+    """Stop glibc raising its mmap threshold as torch frees large tensors.
+
+    Otherwise each batch's activations (a new shape every batch) land in the heap and fragment
+    it: resident memory grew by about 90 MB per 512 chunks embedded, past 2 GB on the 22k corpus.
+    With a fixed threshold they are mapped and unmapped, and the peak stays flat (measured 740 MB
+    for the model plus 1,500 embedded abstracts, against 1,180 MB and climbing)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc (macOS, musl): nothing to tune
+        return
+    libc.mallopt(-3, threshold)  # M_MMAP_THRESHOLD
+
+
 _OPENAI_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072}
 
 
 @dataclass(frozen=True)
 class Embedder:
-    """A LangChain `Embeddings` with the facts the index records about it."""
+    """A LangChain `Embeddings` with the facts the index records about it.
+
+    Query vectors are cached: one question is embedded once for retrieval and again by the
+    extractive answerer, and a user often repeats or rephrases back to an earlier question."""
 
     model: Embeddings
     spec: ModelSpec
+    _queries: OrderedDict[str, list[float]] = field(default_factory=OrderedDict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return self.model.embed_documents(texts)
 
+    def forget_queries(self) -> None:
+        """Empty the query cache (benchmarks time cold queries)."""
+        with self._lock:
+            self._queries.clear()
+
     def embed_query(self, text: str) -> list[float]:
-        return self.model.embed_query(text)
+        with self._lock:
+            if text in self._queries:
+                self._queries.move_to_end(text)
+                return list(self._queries[text])
+        vector = self.model.embed_query(text)
+        with self._lock:
+            self._queries[text] = vector
+            if len(self._queries) > QUERY_CACHE:
+                self._queries.popitem(last=False)
+        return vector
 
 
 def get_embedder(settings: Settings) -> Embedder:

@@ -33,7 +33,7 @@ from app.errors import ConfigError, IndexMismatchError
 from app.models import Chunk, IndexStats, Paper
 from app.settings import Settings
 from ingest.embed import ModelSpec
-from ingest.text import fingerprint, plain_text
+from ingest.text import fingerprint, has_latex, plain_text
 
 MODEL_KEY = "aqa_embedding_model"
 DIM_KEY = "aqa_embedding_dim"
@@ -81,6 +81,11 @@ def chunk_metadata(paper: Paper, chunk: Chunk, n_chunks: int, chunking: str) -> 
         "source": paper.source,
         "content_hash": chunk.content_hash,
     }
+    # LaTeX rendering is slow (pylatexenc, ~20 ms an abstract): done once here, not per query
+    if has_latex(chunk.text):
+        meta["plain"] = chunk.plain
+    if has_latex(paper.title):
+        meta["plain_title"] = plain_text(paper.title)
     for key in ("year", "venue", "url", "decision"):
         value = getattr(paper, key)
         if value is not None:
@@ -96,6 +101,17 @@ def chunk_metadata(paper: Paper, chunk: Chunk, n_chunks: int, chunking: str) -> 
         meta["n_chunks"] = n_chunks
     meta["meta_hash"] = fingerprint(json.dumps({k: meta[k] for k in sorted(meta) if k != "source"}))
     return meta
+
+
+def plain_document(meta: dict[str, Any], document: str) -> str:
+    """A stored chunk's text as displayed and searched (rendered at ingest when it had LaTeX)."""
+    return str(meta["plain"]) if "plain" in meta else plain_text(document)
+
+
+def plain_title(meta: dict[str, Any], default: str = "") -> str:
+    if "plain_title" in meta:
+        return str(meta["plain_title"])
+    return plain_text(str(meta.get("title", default)))
 
 
 @dataclass(frozen=True)
@@ -175,9 +191,13 @@ class Index:
         return str((col.metadata or {}).get(GENERATION_KEY, ""))
 
     # --- reading -----------------------------------------------------------------------------
-    def scan(self, col: Collection, documents: bool = False) -> Iterator[dict[str, Any]]:
-        """Every chunk's id and metadata (and text), page by page."""
-        include: Any = ["metadatas", "documents"] if documents else ["metadatas"]
+    def scan(
+        self, col: Collection, documents: bool = False, embeddings: bool = False
+    ) -> Iterator[dict[str, Any]]:
+        """Every chunk's id and metadata (and text, and vector), page by page."""
+        include: Any = ["metadatas"]
+        include += ["documents"] if documents else []
+        include += ["embeddings"] if embeddings else []
         offset = 0
         while True:
             page = col.get(include=include, limit=_PAGE, offset=offset)
@@ -186,8 +206,10 @@ class Index:
                 return
             metas = page["metadatas"] or []
             docs = page["documents"] or [""] * len(ids)
-            for chunk_id, meta, doc in zip(ids, metas, docs, strict=True):
-                yield {"id": chunk_id, "meta": dict(meta or {}), "document": doc}
+            vectors: Any = page.get("embeddings")
+            vectors = vectors if vectors is not None else [None] * len(ids)
+            for chunk_id, meta, doc, vector in zip(ids, metas, docs, vectors, strict=True):
+                yield {"id": chunk_id, "meta": dict(meta or {}), "document": doc, "vector": vector}
             offset += len(ids)
 
     def stored(self, col: Collection) -> dict[str, Stored]:
@@ -222,14 +244,17 @@ class Index:
         ids: list[str] = []
         texts: list[str] = []
         facets: dict[str, list[Any]] = {name: [] for name in FACETS}
-        for row in self.scan(col, documents=True):
+        vectors: list[Any] = []
+        for row in self.scan(col, documents=True, embeddings=True):
             meta = row["meta"]
             ids.append(row["id"])
-            title = "" if meta.get("title_derived") else str(meta.get("title", ""))
-            texts.append(plain_text(f"{title}. {row['document'] or ''}"))
+            title = "" if meta.get("title_derived") else plain_title(meta)
+            texts.append(f"{title}. {plain_document(meta, row['document'] or '')}")
+            vectors.append(row["vector"])
             for name, values in facets.items():
                 values.append(meta.get(name))
-        bm25 = BM25Index.build(ids, texts, generation, facets)
+        matrix = np.asarray(vectors, dtype=np.float32).reshape(len(ids), -1)
+        bm25 = BM25Index.build(ids, texts, generation, facets, matrix)
         bm25.save(self._bm25_root())
         return bm25
 
@@ -319,7 +344,7 @@ STOPWORDS = sorted(
         ]
     )
 )
-TOKENIZER_VERSION = "2"  # bump when tokenisation changes: saved BM25 indexes are rebuilt
+TOKENIZER_VERSION = "3"  # bump when tokenisation or the saved layout changes: indexes are rebuilt
 
 
 def bm25_tokens(texts: list[str]) -> list[list[str]]:
@@ -340,19 +365,45 @@ FACETS = ("paper_id", "year", "venue", "decision")
 
 @dataclass
 class BM25Index:
+    """BM25 over every chunk, plus the per-chunk facts a query needs without asking Chroma:
+    facets for filters and the chunk vectors (row ``i`` is ``chunk_ids[i]``), so a chunk that
+    only BM25 found gets its dense similarity locally."""
+
     retriever: bm25s.BM25
     chunk_ids: list[str]
     generation: str
     facets: dict[str, list[Any]]
+    vectors: np.ndarray
 
     @classmethod
     def build(
-        cls, chunk_ids: list[str], texts: list[str], generation: str, facets: dict[str, list[Any]]
+        cls,
+        chunk_ids: list[str],
+        texts: list[str],
+        generation: str,
+        facets: dict[str, list[Any]],
+        vectors: np.ndarray,
     ) -> BM25Index:
         retriever = bm25s.BM25()
         if texts:
             retriever.index(bm25_tokens(texts), show_progress=False)
-        return cls(retriever, chunk_ids, generation, facets)
+        return cls(retriever, chunk_ids, generation, facets, vectors)
+
+    @cached_property
+    def facet_arrays(self) -> dict[str, np.ndarray]:
+        """The facets as arrays, the form `Filters.mask` takes."""
+        return {
+            "year": np.array(
+                [y if isinstance(y, int) else -1 for y in self.facets["year"]], dtype=np.int64
+            ),
+            **{
+                name: np.array(
+                    [v.casefold() if isinstance(v, str) else "" for v in self.facets[name]],
+                    dtype=str,
+                )
+                for name in ("venue", "decision")
+            },
+        }
 
     @cached_property
     def position(self) -> dict[str, int]:
@@ -400,6 +451,7 @@ class BM25Index:
         if self.chunk_ids:
             self.retriever.save(str(target))
         target.mkdir(parents=True, exist_ok=True)
+        np.save(target / "vectors.npy", self.vectors)
         (target / "aqa.json").write_text(
             json.dumps(
                 {
@@ -428,9 +480,14 @@ class BM25Index:
             retriever = (
                 bm25s.BM25.load(str(target), mmap=False) if info["chunk_ids"] else bm25s.BM25()
             )
+            vectors = np.load(target / "vectors.npy")
         except (OSError, ValueError, KeyError):
             return None
-        return cls(retriever, list(info["chunk_ids"]), str(info["generation"]), info["facets"])
+        if len(vectors) != len(info["chunk_ids"]):
+            return None
+        return cls(
+            retriever, list(info["chunk_ids"]), str(info["generation"]), info["facets"], vectors
+        )
 
 
 def index_stats(settings: Settings) -> IndexStats:

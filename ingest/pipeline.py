@@ -17,6 +17,9 @@ from ingest.read import read_paths
 Progress = Callable[[str, int, int], None]
 """Called as progress(stage, done, total) while embedding and indexing."""
 
+# Bump when chunk metadata gains a field: papers are re-chunked once and their metadata updated
+# in place (the text is unchanged, so nothing is embedded again).
+LAYOUT = "m2"
 ROUND = 512  # chunks embedded and written per round: the unit an interruption can lose
 
 
@@ -59,7 +62,7 @@ def ingest(
 
     # A paper whose record and chunking are unchanged keeps its chunks: no chunking, no embedding.
     t = time.perf_counter()
-    chunking = f"{embedder.spec.name}|{max_tokens}|{settings.chunk_overlap_tokens}"
+    chunking = f"{embedder.spec.name}|{max_tokens}|{settings.chunk_overlap_tokens}|{LAYOUT}"
     wanted: set[str] = set()
     planned: list[tuple[Paper, Chunk, int]] = []
     for paper in read.papers:

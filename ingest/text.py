@@ -27,9 +27,13 @@ def _latex() -> LatexNodes2Text:
     return LatexNodes2Text(math_mode="text", strict_latex_spaces=False)
 
 
+def has_latex(text: str) -> bool:
+    return "\\" in text or "$" in text
+
+
 def plain_text(text: str) -> str:
     """LaTeX markup turned into readable Unicode: ``40\\%`` -> ``40%``, ``\\emph{x}`` -> ``x``."""
-    if "\\" in text or "$" in text:
+    if has_latex(text):
         # A bare % starts a LaTeX comment; in an abstract it means percent, so keep it.
         escaped = _UNESCAPED_PERCENT.sub(r"\\%", text)
         # pylatexenc is lenient; on anything it cannot parse, keep the source text

@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
+from app import retrieve
 from app.answer import CANNOT_ANSWER, check_citations, format_sources
 from app.errors import ConfigError, EmptyIndexError, InputError
+from app.filters import Filters
 from app.models import Answer, Source
 from app.prompts import load_prompt
 from app.service import QAService
@@ -104,6 +106,23 @@ def test_explicit_filters_are_honoured(sample_service: QAService) -> None:
     assert answer.sources == [] and answer.abstained
     answer = sample_service.ask("federated learning", venue="iclr", k=3)
     assert len(answer.sources) == 3 and {s.venue for s in answer.sources} == {"ICLR"}
+
+
+def test_filtering_dense_results_locally_ranks_as_chromas_own_filter(
+    sample_service: QAService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broad filter is applied to a deeper unfiltered list; a narrow one goes to Chroma's
+    `where`. Both must give the same ranking."""
+    retriever = sample_service.retriever
+    only_2024 = Filters(year_from=2024, venues=["iclr"])
+    local = retriever.search("graph neural networks", only_2024, k=10, mode="dense")
+    monkeypatch.setattr(retrieve, "OVERSAMPLE", 1)  # too shallow: falls back to Chroma's filter
+    chroma = retriever.search("graph neural networks", only_2024, k=10, mode="dense")
+    assert len(local) == 10 and all(h.meta["year"] == 2024 for h in local)
+    assert [(h.paper_id, [p.chunk_id for p in h.passages]) for h in local] == [
+        (h.paper_id, [p.chunk_id for p in h.passages]) for h in chroma
+    ]
+    assert [h.similarity for h in local] == pytest.approx([h.similarity for h in chroma])
 
 
 def test_filters_read_from_the_question_and_explicit_ones_win(sample_service: QAService) -> None:

@@ -27,6 +27,7 @@ _NAMING_SENTENCE = re.compile(
 )
 CANDIDATE_PAPERS = 3
 MAX_SENTENCES = 3
+MAX_EMBEDDED = 12  # same answers as embedding every candidate on the sample set
 
 
 @dataclass
@@ -65,12 +66,14 @@ class ExtractiveProvider(Provider):
         if not candidates:
             yield CANNOT_ANSWER
             return
-        self._score(question, candidates)
+        self._score_words(question, candidates)
         if _NAMING_QUESTION.search(question):
             # "which method ...?" is answered by the sentence that names it
             for cand in candidates:
                 if _NAMING_SENTENCE.search(cand.sentence):
                     cand.score += 0.1
+        candidates = self._shortlist(candidates, per_paper=2 if listing else MAX_EMBEDDED)
+        self._score_meaning(question, candidates)
         chosen: list[Candidate] = []
         if listing:
             # one sentence from each relevant paper: "which papers study X?"
@@ -97,15 +100,34 @@ class ExtractiveProvider(Provider):
             body = sentence[:-1] if sentence[-1] in ".!?" else sentence
             yield f"{'' if i == 0 else ' '}{body} [{cand.source.marker}]{end}"
 
-    def _score(self, question: str, candidates: list[Candidate]) -> None:
-        """Meaning (embedding similarity) plus shared words, plus how relevant the paper is."""
+    @staticmethod
+    def _score_words(question: str, candidates: list[Candidate]) -> None:
+        """The cheap part of the score: shared words, plus how relevant the paper is."""
+        q_terms = set(bm25_tokens([question])[0])
+        terms = bm25_tokens([c.sentence for c in candidates])
+        for cand, toks in zip(candidates, terms, strict=True):
+            overlap = len(q_terms & set(toks)) / len(q_terms) if q_terms else 0.0
+            cand.score = 0.25 * overlap + 0.25 * cand.source.score
+
+    @staticmethod
+    def _shortlist(candidates: list[Candidate], per_paper: int) -> list[Candidate]:
+        """The best candidates by the cheap score, at most ``per_paper`` from each paper and
+        MAX_EMBEDDED in all, in their original order: embedding sentences is the costly step."""
+        ranked = sorted(range(len(candidates)), key=lambda i: -candidates[i].score)
+        taken: dict[int, int] = {}
+        keep: list[int] = []
+        for i in ranked:
+            paper = id(candidates[i].source)
+            if taken.get(paper, 0) < per_paper and len(keep) < MAX_EMBEDDED:
+                taken[paper] = taken.get(paper, 0) + 1
+                keep.append(i)
+        return [candidates[i] for i in sorted(keep)]
+
+    def _score_meaning(self, question: str, candidates: list[Candidate]) -> None:
+        """Adds meaning: the embedding similarity of each sentence to the question."""
         q = np.asarray(self.embedder.embed_query(question), dtype=np.float32)
         vectors = np.asarray(
             self.embedder.embed_documents([c.sentence for c in candidates]), dtype=np.float32
         )
-        dense = vectors @ q
-        q_terms = set(bm25_tokens([question])[0])
-        terms = bm25_tokens([c.sentence for c in candidates])
-        for cand, sim, toks in zip(candidates, dense, terms, strict=True):
-            overlap = len(q_terms & set(toks)) / len(q_terms) if q_terms else 0.0
-            cand.score = float(sim) + 0.25 * overlap + 0.25 * cand.source.score
+        for cand, sim in zip(candidates, vectors @ q, strict=True):
+            cand.score += float(sim)
