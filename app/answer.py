@@ -20,6 +20,14 @@ _TRAILING_MARKERS = re.compile(r"\s*([.!?])\s*((?:\[\d+\])+)")
 _REFUSAL = re.compile(r"cannot answer this from the indexed abstracts", re.IGNORECASE)
 
 
+def defuse(text: str) -> str:
+    """Source text made unable to act as output syntax: a citation-shaped ``[7]`` in an abstract
+    becomes ``(7)``, and the refusal sentence loses its meaning as a sentinel. Applied to what a
+    model reads and to what the extractive answerer quotes; the displayed source is unchanged."""
+    text = _MARKER.sub(lambda m: f"({m.group(1)})", text)
+    return _REFUSAL.sub(lambda m: m.group(0)[:3] + " " + m.group(0)[3:], text)  # "can not"
+
+
 def to_sources(hits: list[PaperHit]) -> list[Source]:
     return [
         Source(
@@ -53,10 +61,10 @@ def format_sources(sources: list[Source], budget_tokens: int) -> tuple[str, list
     for source in sources:
         meta = ", ".join(str(x) for x in (source.venue, source.year) if x)
         title = "(untitled)" if source.title_derived else source.title
+        head = html.escape(defuse(title + (f" ({meta})" if meta else "")), quote=False)
         block = (
-            f'<source id="{source.marker}">\n'
-            f"Title: {html.escape(title, quote=False)}" + (f" ({meta})" if meta else "") + "\n"
-            f"{html.escape(source.text, quote=False)}\n</source>"
+            f'<source id="{source.marker}">\nTitle: {head}\n'
+            f"{html.escape(defuse(source.text), quote=False)}\n</source>"
         )
         cost = count_tokens(block)
         if used and total + cost > budget_tokens:

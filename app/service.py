@@ -59,7 +59,8 @@ class QAService:
         """Answer text as it is produced (str pieces), then the full typed `Answer`."""
         started = time.perf_counter()
         timings: dict[str, float] = {}
-        question = " ".join(question.split())
+        # control characters (NUL, escapes pasted from a terminal) say nothing: drop them
+        question = " ".join("".join(c if c.isprintable() else " " for c in question).split())
         if not question:
             raise InputError("The question is empty: type a question about the papers.")
         tokens = encoding().encode(question, disallowed_special=())

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from itertools import pairwise
 
 import tiktoken
 
@@ -34,11 +33,31 @@ def _pieces(text: str, max_tokens: int) -> list[tuple[int, int, int]]:
         if len(tokens) <= max_tokens:
             pieces.append((start, end, len(tokens)))
             continue
-        _, offsets = enc.decode_with_offsets(tokens)
-        cuts = [*offsets[::max_tokens], end - start]
-        for a, b in pairwise(cuts):
-            if b > a:
-                pieces.append((start + a, start + b, min(max_tokens, len(tokens))))
+        pieces += _cut(text[start:end], start, tokens, max_tokens)
+    return pieces
+
+
+def _cut(
+    sentence: str, start: int, tokens: list[int], max_tokens: int
+) -> list[tuple[int, int, int]]:
+    """A sentence over the limit cut at token boundaries into pieces of at most ``max_tokens``.
+
+    Cut points are where tokens start, and each piece is measured again: a character that
+    several byte-level tokens encode makes a slice cost more than its share of tokens."""
+    enc = encoding()
+    _, offsets = enc.decode_with_offsets(tokens)
+    bounds = sorted({*offsets, len(sentence)} - {0})
+    pieces: list[tuple[int, int, int]] = []
+    a, i = 0, 0
+    while a < len(sentence):
+        j = min(i + max_tokens, len(bounds)) - 1
+        while True:
+            count = len(enc.encode_ordinary(sentence[a : bounds[j]]))
+            if count <= max_tokens or j == i:
+                break
+            j -= 1
+        pieces.append((start + a, start + bounds[j], count))
+        a, i = bounds[j], j + 1
     return pieces
 
 
@@ -53,6 +72,9 @@ def split_spans(text: str, max_tokens: int, overlap_tokens: int) -> list[tuple[i
         while j < len(pieces) and (j == i or total + pieces[j][2] <= max_tokens):
             total += pieces[j][2]
             j += 1
+        # sentences counted apart can cost a token more once joined: measure the chunk itself
+        while j - i > 1 and count_tokens(text[pieces[i][0] : pieces[j - 1][1]]) > max_tokens:
+            j -= 1
         chunks.append((pieces[i][0], pieces[j - 1][1]))
         if j == len(pieces):
             break

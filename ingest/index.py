@@ -258,10 +258,14 @@ class Index:
         bm25.save(self._bm25_root())
         return bm25
 
+    def saved_bm25(self) -> BM25Index | None:
+        """The BM25 index on disk as it is, stale or not (None when there is none)."""
+        return BM25Index.load(self._bm25_root())
+
     def load_bm25(self, col: Collection) -> BM25Index:
         """The BM25 index matching the collection now, rebuilt if it is missing or stale."""
         generation = self.generation(col)
-        bm25 = BM25Index.load(self._bm25_root())
+        bm25 = self.saved_bm25()
         if bm25 is None or bm25.generation != generation:
             bm25 = self.build_bm25(col, generation)
         return bm25

@@ -5,6 +5,7 @@ Every problem becomes a `Problem` naming the file and line; nothing here raises 
 
 from __future__ import annotations
 
+import codecs
 import csv
 import gzip
 import io
@@ -25,6 +26,8 @@ SUPPORTED = ", ".join(FORMATS) + " (optionally .gz)"
 _HEADER = re.compile(r"^\s*(?P<venue>[^\d]{1,60}?)\s+(?P<year>(?:19|20)\d{2})\b.{0,40}$")
 _YEAR = re.compile(r"\b(1[89]\d{2}|20\d{2}|2100)\b")
 _INVALID_UTF8 = re.compile("[\udc80-\udcff]")
+MAX_ABSTRACT_CHARS = 20_000  # ~5,000 tokens; the longest abstract in 22k ML papers is ~5,000
+MAX_ID_CHARS = 256
 
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
 
@@ -117,10 +120,16 @@ def _read_file(path: Path, skipped: list[Problem]) -> Iterator[Raw]:
     if not data.strip():
         skipped.append(Problem(file=name, reason="empty file"))
         return
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        try:
+            data = data.decode("utf-16").encode("utf-8")
+        except UnicodeDecodeError as exc:
+            skipped.append(Problem(file=name, reason=f"not valid UTF-16: {exc.reason}"))
+            return
     if b"\x00" in data[:65536]:
         skipped.append(Problem(file=name, reason="binary file (contains NUL bytes), not text"))
         return
-    # Bytes that are not UTF-8 survive as surrogates and fail the record that holds them only.
+    # Bytes that are not UTF-8 survive as surrogates; `to_paper` re-reads those records alone.
     text = data.decode("utf-8-sig", errors="surrogateescape")
     parse = {"jsonl": _parse_jsonl, "json": _parse_json, "csv": _parse_csv, "sample": _parse_sample}
     yield from parse[fmt](text, name)
@@ -271,9 +280,22 @@ def to_paper(raw: Any, file: str, line: int, warnings: list[Problem]) -> Paper |
     if not isinstance(abstract, str):
         return problem(f"abstract is {type(abstract).__name__}, not text")
     if _INVALID_UTF8.search(json.dumps(record, ensure_ascii=False, default=str)):
-        return problem("not valid UTF-8; re-save the file as UTF-8 (e.g. iconv -t UTF-8)")
+        # A file that mixes encodings: this record is most likely Windows-1252 (or Latin-1).
+        record = _redecode(record)
+        abstract = record["abstract"]
+        warnings.append(problem("not valid UTF-8; read as Windows-1252 (re-save as UTF-8)"))
     abstract = abstract.strip()
-    given_id = _text(record.get("id"))
+    if len(abstract) > MAX_ABSTRACT_CHARS:
+        return problem(
+            f"abstract is {len(abstract):,} characters, over the {MAX_ABSTRACT_CHARS:,} an "
+            "abstract can have (a whole paper?); shorten it to its abstract"
+        )
+    raw_id = record.get("id")
+    given_id = _text(raw_id)
+    if raw_id is not None and raw_id != "" and given_id is None:
+        warnings.append(problem(f"id {raw_id!r} is not text; an id was made from the abstract"))
+    if given_id is not None and len(given_id) > MAX_ID_CHARS:
+        return problem(f"id is {len(given_id):,} characters, over {MAX_ID_CHARS}")
     paper_id = given_id or "h" + fingerprint(normalise_for_id(abstract))
     title = _text(record.get("title"))
     return Paper(
@@ -289,6 +311,24 @@ def to_paper(raw: Any, file: str, line: int, warnings: list[Problem]) -> Paper |
         decision=_text(record.get("decision")),
         source=f"{file}:{line}",
     )
+
+
+def _redecode(value: Any) -> Any:
+    """Strings whose undecodable bytes were kept as surrogates, decoded as Windows-1252 (or,
+    for the five bytes it leaves undefined, Latin-1)."""
+    if isinstance(value, str):
+        if not _INVALID_UTF8.search(value):
+            return value
+        raw = value.encode("utf-8", "surrogateescape")
+        try:
+            return raw.decode("cp1252")
+        except UnicodeDecodeError:
+            return raw.decode("latin-1")
+    if isinstance(value, list):
+        return [_redecode(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _redecode(v) for k, v in value.items()}
+    return value
 
 
 def _text(value: Any) -> str | None:

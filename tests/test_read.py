@@ -90,13 +90,15 @@ def test_bad_inputs_are_reported_with_file_and_line_and_the_rest_is_read(tmp_pat
     assert "malformed JSON" in reasons[("mixed.jsonl", 2)]
     assert reasons[("mixed.jsonl", 3)] == "no abstract"
     assert "expected an object" in reasons[("mixed.jsonl", 5)]
-    assert "UTF-8" in reasons[("latin1.jsonl", 2)]
     assert reasons[("empty.jsonl", None)] == "empty file"
     assert "binary" in reasons[("blob.jsonl", None)]
     assert "unsupported file type" in reasons[("notes.md", None)]
     assert reasons[("missing.csv", None)] == "no such file or directory"
-    assert sorted(p.paper_id for p in result.papers) == ["p1", "p5", "p6"]
-    assert [(Path(w.file).name, w.line) for w in result.warnings] == [("mixed.jsonl", 4)]
+    assert sorted(p.paper_id for p in result.papers) == ["p1", "p5", "p6", "p7"]
+    warned = {(Path(w.file).name, w.line): w.reason for w in result.warnings}
+    assert set(warned) == {("mixed.jsonl", 4), ("latin1.jsonl", 2)}
+    assert "not valid UTF-8; read as Windows-1252" in warned[("latin1.jsonl", 2)]
+    assert next(p for p in result.papers if p.paper_id == "p7").abstract == "Café au lait effect."
     assert next(p for p in result.papers if p.paper_id == "p5").year is None
 
 

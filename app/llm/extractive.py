@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.answer import CANNOT_ANSWER, is_relevant
+from app.answer import CANNOT_ANSWER, defuse, is_relevant
 from app.llm.base import Provider
 from app.models import Source
 from app.settings import Settings
@@ -58,7 +58,7 @@ class ExtractiveProvider(Provider):
         listing = bool(_LIST_QUESTION.search(question))
         pool = relevant if listing else relevant[:CANDIDATE_PAPERS]
         candidates = [
-            Candidate(source, source.text[s:e])
+            Candidate(source, defuse(source.text[s:e]))
             for source in pool
             for s, e in sentence_spans(source.text)
             if len(source.text[s:e].split()) >= 4
