@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from app.settings import Settings, get_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "sample"
+EXE = Path(sys.executable).parent / "abstract-qa"  # the console command of this venv
 SHARED_CORPUS = ROOT.parent / "shared" / "data" / "ml-abstracts.jsonl.gz"
 
 

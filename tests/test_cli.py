@@ -5,13 +5,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import ROOT, SAMPLE
-
-EXE = Path(sys.executable).parent / "abstract-qa"
+from tests.conftest import EXE, ROOT, SAMPLE
 
 
 def run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:

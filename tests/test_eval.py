@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from app.errors import InputError
 from app.evaluate import EvalReport, known_paper_ids, load_questions, normalise, run_eval
 from app.service import QAService
 from app.settings import Settings
-from tests.conftest import ROOT
+from tests.conftest import EXE, ROOT
 
 QUESTIONS = ROOT / "data" / "eval" / "sample-questions.jsonl"
 
@@ -88,7 +87,7 @@ def test_the_cli_writes_reports_and_a_comparison_chart(
     out = tmp_path / "report"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AQA_")}
     env["AQA_DATA_DIR"] = str(sample_settings.data_dir)
-    exe = Path(sys.executable).parent / "abstract-qa"
+    exe = EXE
     result = subprocess.run(
         [str(exe), "eval", str(few), "--out", str(out), "--compare", "mode=bm25", "--json"],
         capture_output=True, text=True, env=env, timeout=600,

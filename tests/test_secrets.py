@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,10 +14,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.settings import Settings, get_settings
-from tests.conftest import ROOT, SAMPLE, free_port
+from tests.conftest import EXE, ROOT, SAMPLE, free_port
 
 CANARY = "sk-canary-7f3a9c2e5b1d4f6a8e0c"
-EXE = Path(sys.executable).parent / "abstract-qa"
 
 
 def leaks(text: str) -> bool:
