@@ -62,6 +62,11 @@ class IngestReport(BaseModel):
     updated: int = Field(default=0, description="Chunks whose text changed and were re-embedded.")
     unchanged: int = Field(default=0, description="Chunks already indexed with the same content.")
     removed: int = Field(default=0, description="Stale chunks of changed papers deleted.")
+    embedded: int = Field(
+        default=0,
+        description="Chunks embedded this run: new ones and those whose embedded text changed "
+        "(a metadata-only update is not embedded again).",
+    )
     skipped: list[Problem] = Field(default_factory=list, description="Records or files not read.")
     warnings: list[Problem] = Field(
         default_factory=list,

@@ -13,6 +13,7 @@ import numpy as np
 
 from app.errors import EmptyIndexError
 from app.filters import Filters
+from app.question import names
 from app.settings import Settings
 from ingest.embed import Embedder, get_embedder
 from ingest.index import BM25Index, Index, plain_document
@@ -86,6 +87,11 @@ class Retriever:
             if self._bm25 is None or self._bm25.generation != generation:
                 self._bm25 = self.index.load_bm25(col)
             return self._bm25
+
+    def unseen_names(self, question: str, col: Any = None) -> list[str]:
+        """Names in the question (DecDTW, GPT-4, XYZZY-3) that no indexed abstract contains."""
+        col = col if col is not None else self.open()
+        return self.bm25(col).unseen(sorted(names(question)))
 
     def known_venues(self, col: Any = None) -> set[str]:
         col = col if col is not None else self.open()

@@ -99,7 +99,9 @@ class QAService:
         sources = to_sources(hits)
 
         t = time.perf_counter()
-        relevant = any(
+        # a question about a name no abstract holds ("the XYZZY-3 optimizer") is not answered
+        # from the papers that happen to be closest
+        relevant = not self.retriever.unseen_names(search_text, col) and any(
             is_relevant(s, self.settings.min_relevance, self.settings.min_lexical) for s in sources
         )
         pieces: list[str] = []

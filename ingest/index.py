@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import uuid
@@ -348,12 +349,19 @@ STOPWORDS = sorted(
         ]
     )
 )
-TOKENIZER_VERSION = "3"  # bump when tokenisation or the saved layout changes: indexes are rebuilt
+TOKENIZER_VERSION = "4"  # bump when tokenisation or the saved layout changes: indexes are rebuilt
+# British spellings match American ones: "generalise" finds "generalizes", "behaviour" "behavior"
+_ISE = re.compile(r"(?<=[a-z]{3})([iy])s(e|es|ed|ing|ation|ations|er|ers)\b")
+_OUR = re.compile(r"(?<=[a-z]{3})our(s?)\b")
+
+
+def _american(text: str) -> str:
+    return _OUR.sub(r"or\1", _ISE.sub(r"\1z\2", text.lower()))
 
 
 def bm25_tokens(texts: list[str]) -> list[list[str]]:
     tokenized = bm25s.tokenize(
-        texts,
+        [_american(t) for t in texts],
         lower=True,
         stopwords=STOPWORDS,
         stemmer=_STEMMER,
@@ -421,6 +429,15 @@ class BM25Index:
         if not tokens or not self.chunk_ids:
             return np.zeros(len(self.chunk_ids), dtype=np.float32)
         return np.asarray(self.retriever.get_scores(tokens), dtype=np.float32)
+
+    def unseen(self, words: list[str]) -> list[str]:
+        """The words no indexed chunk contains (compared as BM25 tokens: case and stem)."""
+        vocab = self.retriever.vocab_dict or {}
+        return [
+            word
+            for word, tokens in zip(words, bm25_tokens(words), strict=True)
+            if tokens and not any(t in vocab for t in tokens)
+        ]
 
     def coverage(self, query: str, texts: list[str]) -> list[float]:
         """For each text, the share of the query's word weight (idf) that it contains.

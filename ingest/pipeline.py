@@ -13,6 +13,7 @@ from ingest.chunk import chunk_paper
 from ingest.embed import get_embedder
 from ingest.index import Index, chunk_metadata, paper_hash
 from ingest.read import read_paths
+from ingest.text import RENDER_VERSION
 
 Progress = Callable[[str, int, int], None]
 """Called as progress(stage, done, total) while embedding and indexing."""
@@ -62,7 +63,8 @@ def ingest(
 
     # A paper whose record and chunking are unchanged keeps its chunks: no chunking, no embedding.
     t = time.perf_counter()
-    chunking = f"{embedder.spec.name}|{max_tokens}|{settings.chunk_overlap_tokens}|{LAYOUT}"
+    model = embedder.spec.name
+    chunking = f"{model}|{max_tokens}|{settings.chunk_overlap_tokens}|{LAYOUT}|{RENDER_VERSION}"
     wanted: set[str] = set()
     planned: list[tuple[Paper, Chunk, int]] = []
     for paper in read.papers:
@@ -99,6 +101,7 @@ def ingest(
     input_papers = {paper.paper_id for paper in read.papers}
     stale = [cid for cid, s in stored.items() if s.paper_id in input_papers and cid not in wanted]
     report.removed = len(stale)
+    report.embedded = len(to_embed)
     timings["diff"] += time.perf_counter() - t
 
     embed_seconds = write_seconds = 0.0

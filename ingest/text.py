@@ -11,20 +11,134 @@ import logging
 import re
 import unicodedata
 from functools import lru_cache
+from typing import Any
 
-from pylatexenc.latex2text import LatexNodes2Text
+from pylatexenc import latexwalker
+from pylatexenc.latex2text import (
+    LatexNodes2Text,
+    MacroTextSpec,
+    get_default_latex_context_db,
+)
+from pylatexenc.macrospec import MacroSpec
 
 # pylatexenc logs a warning for every macro it cannot expand (e.g. \frac with odd arguments);
 # it still returns usable text, so those warnings are noise to the user.
 logging.getLogger("pylatexenc").setLevel(logging.ERROR)
 
+RENDER_VERSION = "2"
+"""Bump when `plain_text` renders differently: the index re-renders every paper once, updating
+in place what embeds the same and re-embedding what does not."""
+
 _UNESCAPED_PERCENT = re.compile(r"(?<!\\)%")
 _SPACES = re.compile(r"\s+")
+# Corpora often lose the braces of \url{...}: "\urlhttps://x.org" keeps its address
+_BARE_URL_MACRO = re.compile(r"\\(?:url|href)\s*(?=(?:https?|ftp)://|www\.)")
+_MACRO = re.compile(r"\\([A-Za-z]+)")
+_CITE_LIKE = (
+    "cite", "citet", "citep", "citealp", "citealt", "citeauthor", "citeyear", "nocite",
+    "ref", "eqref", "autoref", "cref", "Cref", "pageref", "label",
+)  # fmt: skip
+
+
+_DECLARATIONS = frozenset({  # font switches and spacing: they hold no words
+    "em", "it", "bf", "tt", "rm", "sf", "sc", "sl", "cal", "up", "md", "bfseries", "itshape",
+    "ttfamily", "rmfamily", "sffamily", "scshape", "upshape", "mdseries", "slshape", "normalfont",
+    "small", "large", "Large", "LARGE", "tiny", "footnotesize", "scriptsize", "normalsize",
+    "huge", "Huge", "displaystyle", "textstyle", "scriptstyle", "centering", "noindent", "par",
+    "newline", "boldmath", "unboldmath", "relax", "protect",
+})  # fmt: skip
+
+
+def _arg_text(node: Any, l2tobj: LatexNodes2Text, i: int) -> str:
+    args = node.nodeargd.argnlist if node.nodeargd is not None else []
+    return l2tobj.nodelist_to_text([args[i]]) if i < len(args) and args[i] is not None else ""
+
+
+def _url(node: Any, l2tobj: LatexNodes2Text) -> str:
+    return _arg_text(node, l2tobj, 0).strip()
+
+
+def _href(node: Any, l2tobj: LatexNodes2Text) -> str:
+    url, text = _arg_text(node, l2tobj, 0).strip(), _arg_text(node, l2tobj, 1).strip()
+    return f"{text} ({url})" if text and url and text != url else text or url
+
+
+def _keys(node: Any, l2tobj: LatexNodes2Text) -> str:
+    args = node.nodeargd.argnlist if node.nodeargd is not None else []
+    keys = ", ".join(
+        t for a in args if a is not None and (t := l2tobj.nodelist_to_text([a]).strip())
+    )
+    return f"({keys})" if keys else ""
+
+
+class _Renderer(LatexNodes2Text):
+    r"""pylatexenc with one rule added: a macro never erases the words it holds.
+
+    An argument-taking macro with no text rule (\texttt, \textsf, \mbox, ...) keeps its
+    arguments, where pylatexenc drops them; an unknown bare macro (``\ours``) keeps its name."""
+
+    def macro_node_to_text(self, node: Any) -> str:
+        args = [a for a in (node.nodeargd.argnlist if node.nodeargd is not None else []) if a]
+        if self.latex_context.get_macro_spec(node.macroname) is not None:
+            text = str(super().macro_node_to_text(node))
+        elif args:
+            text = "".join(self.nodelist_to_text([a]) for a in args)
+        elif (
+            node.macroname in _DECLARATIONS
+            or node.parsing_state.s[node.pos + node.len :][:1] == "{"
+        ):
+            text = ""  # a font switch; or a group follows, rendered on its own
+        else:
+            text = str(node.macroname)
+        # "\\alpha and" must not glue into one word: keep the space the macro swallowed
+        if not args and text and getattr(node, "macro_post_space", ""):
+            text += " "
+        return text
 
 
 @lru_cache(maxsize=1)
-def _latex() -> LatexNodes2Text:
-    return LatexNodes2Text(math_mode="text", strict_latex_spaces=False)
+def _latex() -> tuple[_Renderer, Any, Any]:
+    text_db = get_default_latex_context_db()
+    text_db.add_context_category(
+        "aqa-keep-words",
+        macros=[
+            MacroTextSpec("url", simplify_repl=_url),
+            MacroTextSpec("href", simplify_repl=_href),
+            *(MacroTextSpec(name, simplify_repl=_keys) for name in _CITE_LIKE),
+        ],
+        prepend=True,
+    )
+    walker_db = latexwalker.get_default_latex_context_db()
+    walker_db.add_context_category(
+        "aqa-args",
+        macros=[
+            MacroSpec("href", "{{"),
+            MacroSpec("url", "{"),
+            *(MacroSpec(name, "*[[{") for name in _CITE_LIKE),
+        ],
+        prepend=True,
+    )
+    renderer = _Renderer(latex_context=text_db, math_mode="text", strict_latex_spaces=False)
+    return renderer, text_db, walker_db
+
+
+def _unglued(text: str, text_db: Any, walker_db: Any) -> str:
+    """Macros whose braces the corpus lost: "\\mathbbR" -> "\\mathbb{R}", "\\urlhttps://..."
+    -> "https://...". Only names pylatexenc does not know are split, at the longest known
+    one-argument macro they start with, and only when a letter or two is left over."""
+    text = _BARE_URL_MACRO.sub("", text)
+
+    def split(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if walker_db.get_macro_spec(name) or text_db.get_macro_spec(name):
+            return match.group(0)
+        for cut in range(len(name) - 1, max(1, len(name) - 3), -1):
+            spec = walker_db.get_macro_spec(name[:cut])
+            if spec is not None and getattr(spec.args_parser, "argspec", "") in ("{", "[{"):
+                return f"\\{name[:cut]}{{{name[cut:]}}}"
+        return match.group(0)
+
+    return _MACRO.sub(split, text)
 
 
 def has_latex(text: str) -> bool:
@@ -32,13 +146,17 @@ def has_latex(text: str) -> bool:
 
 
 def plain_text(text: str) -> str:
-    """LaTeX markup turned into readable Unicode: ``40\\%`` -> ``40%``, ``\\emph{x}`` -> ``x``."""
+    """LaTeX markup turned into readable Unicode: ``40\\%`` -> ``40%``, ``\\emph{x}`` -> ``x``,
+    ``\\texttt{DASHA}`` -> ``DASHA``, ``\\url{https://x.org}`` -> ``https://x.org``."""
     if has_latex(text):
+        renderer, text_db, walker_db = _latex()
         # A bare % starts a LaTeX comment; in an abstract it means percent, so keep it.
-        escaped = _UNESCAPED_PERCENT.sub(r"\\%", text)
-        # pylatexenc is lenient; on anything it cannot parse, keep the source text
-        with contextlib.suppress(Exception):
-            text = _latex().latex_to_text(escaped)
+        escaped = _unglued(_UNESCAPED_PERCENT.sub(r"\\%", text), text_db, walker_db)
+        try:
+            text = renderer.latex_to_text(escaped, latex_context=walker_db, tolerant_parsing=True)
+        except Exception:  # pylatexenc is lenient, yet some inputs still raise
+            # keep every word: drop the backslashes of macros and the braces
+            text = re.sub(r"[{}]", "", _MACRO.sub(r"\1", text.replace("$", "")))
     return _SPACES.sub(" ", unicodedata.normalize("NFKC", text)).strip()
 
 
@@ -51,9 +169,22 @@ def fingerprint(*parts: str) -> str:
     return h.hexdigest()[:16]
 
 
+@lru_cache(maxsize=1)
+def _id_renderer() -> LatexNodes2Text:
+    return LatexNodes2Text(math_mode="text", strict_latex_spaces=False)
+
+
 def normalise_for_id(abstract: str) -> str:
-    """Case, spacing and LaTeX differences do not make a different paper."""
-    return plain_text(abstract).casefold()
+    """Case, spacing and LaTeX differences do not make a different paper.
+
+    Ids must never change, so this keeps the first renderer (pylatexenc's defaults) frozen:
+    improving `plain_text` re-renders the index but gives no paper a new id."""
+    text = abstract
+    if has_latex(text):
+        escaped = _UNESCAPED_PERCENT.sub(r"\\%", text)
+        with contextlib.suppress(Exception):
+            text = _id_renderer().latex_to_text(escaped)
+    return _SPACES.sub(" ", unicodedata.normalize("NFKC", text)).strip().casefold()
 
 
 # A sentence ends at . ! ? (optionally followed by a closing quote or bracket) and whitespace,

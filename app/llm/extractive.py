@@ -1,5 +1,10 @@
 """The offline provider: no generative model. It answers with the sentences of the retrieved
-abstracts that best answer the question, each cited, and streams them one by one."""
+abstracts that state what the question asks for, framed in the third person with the paper
+named ("DecDTW [1] proposes ...", "One paper [2] reports that ..."), each sentence cited.
+
+Quotes stay exact; only the frame (the paper's name, "reports that", "it also") and the
+person of the authors' pronouns ("we" -> "they") are the answerer's words.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app import question as q
 from app.answer import CANNOT_ANSWER, defuse, is_relevant
 from app.llm.base import Provider
 from app.models import Source
@@ -17,23 +23,20 @@ from ingest.embed import Embedder
 from ingest.index import bm25_tokens
 from ingest.text import sentence_spans
 
-_LIST_QUESTION = re.compile(
-    r"\b(which|what|list|name|any)\b.{0,40}\b(papers?|works?|methods|approaches|studies)\b",
-    re.IGNORECASE,
-)
-_NAMING_QUESTION = re.compile(r"^\s*(which|what)\b", re.IGNORECASE)
-_NAMING_SENTENCE = re.compile(
-    r"\b(we (propose|introduce|present|develop|devise)|called|named|dubbed|termed)\b", re.IGNORECASE
-)
 CANDIDATE_PAPERS = 3
-MAX_SENTENCES = 3
-MAX_EMBEDDED = 12  # same answers as embedding every candidate on the sample set
+MAX_SENTENCES = 3  # and so at most 3 papers an answer
+MAX_EMBEDDED = 12  # sentences embedded per question: the costly step
+OWN_PLACES = 8  # of which the most relevant paper may take this many
+FIT_WEIGHT = 0.2  # a sentence of the asked-for shape (a number for "how much") gains this
+SECOND_GAP = 0.2  # a second sentence of the best paper joins when this close to the best
+OTHER_GAP = 0.08  # ...and a sentence of another paper, when this close
 
 
 @dataclass
 class Candidate:
     source: Source
     sentence: str
+    position: int
     score: float = 0.0
 
 
@@ -55,79 +58,284 @@ class ExtractiveProvider(Provider):
         if not relevant:
             yield CANNOT_ANSWER
             return
-        listing = bool(_LIST_QUESTION.search(question))
-        pool = relevant if listing else relevant[:CANDIDATE_PAPERS]
+        listing = q.is_listing(question)
+        pool = relevant[:MAX_SENTENCES] if listing else relevant[:CANDIDATE_PAPERS]
         candidates = [
-            Candidate(source, defuse(source.text[s:e]))
+            Candidate(source, defuse(source.text[s:e]), i)
             for source in pool
-            for s, e in sentence_spans(source.text)
+            for i, (s, e) in enumerate(sentence_spans(source.text))
             if len(source.text[s:e].split()) >= 4
         ]
         if not candidates:
             yield CANNOT_ANSWER
             return
-        self._score_words(question, candidates)
-        if _NAMING_QUESTION.search(question):
-            # "which method ...?" is answered by the sentence that names it
-            for cand in candidates:
-                if _NAMING_SENTENCE.search(cand.sentence):
-                    cand.score += 0.1
+        kind = q.wanted(question)
+        self._score_words(question, kind, candidates)
         candidates = self._shortlist(candidates, per_paper=2 if listing else MAX_EMBEDDED)
         self._score_meaning(question, candidates)
-        chosen: list[Candidate] = []
         if listing:
-            # one sentence from each relevant paper: "which papers study X?"
-            for source in pool:
-                mine = [c for c in candidates if c.source is source]
-                if mine:
-                    chosen.append(max(mine, key=lambda c: c.score))
+            chosen = [max(mine, key=lambda c: c.score) for mine in _by_paper(candidates)]
+        elif sides := q.comparison_sides(question):
+            chosen = self._compare(sides, candidates)
         else:
-            ranked = sorted(candidates, key=lambda c: -c.score)
-            best = ranked[0]
-            chosen.append(best)
-            for cand in ranked[1:]:
-                if len(chosen) >= MAX_SENTENCES or cand.score < best.score - 0.12:
-                    break
-                # one sentence a paper, but a second from the best paper when it is as good
-                same = sum(c.source is cand.source for c in chosen)
-                if same == 0 or (cand.source is best.source and same == 1):
-                    chosen.append(cand)
-            # keep the sources' own order of sentences within one paper
-            chosen.sort(key=lambda c: candidates.index(c) if c.source is best.source else 10**6)
-        for i, cand in enumerate(chosen):
-            sentence = cand.sentence.rstrip()
-            end = sentence[-1] if sentence[-1] in ".!?" else "."
-            body = sentence[:-1] if sentence[-1] in ".!?" else sentence
-            yield f"{'' if i == 0 else ' '}{body} [{cand.source.marker}]{end}"
+            chosen = _best_sentences(candidates)
+        yield from render(chosen, listing)
 
     @staticmethod
-    def _score_words(question: str, candidates: list[Candidate]) -> None:
-        """The cheap part of the score: shared words, plus how relevant the paper is."""
+    def _score_words(question: str, kind: q.Wanted, candidates: list[Candidate]) -> None:
+        """The cheap part of the score: the question's words the sentence shares, the words it
+        adds, whether it has the shape of the answer, and how relevant its paper is."""
         q_terms = set(bm25_tokens([question])[0])
         terms = bm25_tokens([c.sentence for c in candidates])
         for cand, toks in zip(candidates, terms, strict=True):
-            overlap = len(q_terms & set(toks)) / len(q_terms) if q_terms else 0.0
-            cand.score = 0.25 * overlap + 0.25 * cand.source.score
+            mine = set(toks)
+            overlap = len(q_terms & mine) / len(q_terms) if q_terms else 0.0
+            novelty = len(mine - q_terms) / len(mine) if mine else 0.0
+            cand.score = 0.25 * overlap + 0.25 * cand.source.score + 0.05 * novelty
+            cand.score += FIT_WEIGHT * q.fit(kind, question, cand.sentence)
+            if kind != "general" and q.is_background(cand.sentence):
+                cand.score -= 0.05
 
     @staticmethod
     def _shortlist(candidates: list[Candidate], per_paper: int) -> list[Candidate]:
-        """The best candidates by the cheap score, at most ``per_paper`` from each paper and
-        MAX_EMBEDDED in all, in their original order: embedding sentences is the costly step."""
-        ranked = sorted(range(len(candidates)), key=lambda i: -candidates[i].score)
+        """The best candidates by the cheap score, in their original order: embedding sentences
+        is the costly step. Most places go to the most relevant paper, whose sentences answer
+        most questions (up to ``per_paper``); the others share what is left, MAX_EMBEDDED in
+        all. The cheap score misses a sentence that says the answer in other words
+        ("DTW layer" for "dynamic time warping"), so the best paper's sentences all get in."""
+        top = max(candidates, key=lambda c: c.source.score).source
+        ranked = sorted(
+            range(len(candidates)),
+            key=lambda i: (candidates[i].source is not top, -candidates[i].score),
+        )
+        others = max(0, MAX_EMBEDDED - min(per_paper, OWN_PLACES))
         taken: dict[int, int] = {}
         keep: list[int] = []
         for i in ranked:
             paper = id(candidates[i].source)
-            if taken.get(paper, 0) < per_paper and len(keep) < MAX_EMBEDDED:
-                taken[paper] = taken.get(paper, 0) + 1
-                keep.append(i)
+            limit = min(per_paper, OWN_PLACES) if candidates[i].source is top else per_paper
+            rest = sum(n for p, n in taken.items() if p != id(top))
+            if taken.get(paper, 0) >= limit or len(keep) >= MAX_EMBEDDED:
+                continue
+            if candidates[i].source is not top and rest >= others:
+                continue
+            taken[paper] = taken.get(paper, 0) + 1
+            keep.append(i)
         return [candidates[i] for i in sorted(keep)]
 
     def _score_meaning(self, question: str, candidates: list[Candidate]) -> None:
         """Adds meaning: the embedding similarity of each sentence to the question."""
-        q = np.asarray(self.embedder.embed_query(question), dtype=np.float32)
+        for cand, sim in zip(candidates, self._similarity(question, candidates), strict=True):
+            cand.score += float(sim)
+
+    def _similarity(self, text: str, candidates: list[Candidate]) -> np.ndarray:
+        query = np.asarray(self.embedder.embed_query(text), dtype=np.float32)
         vectors = np.asarray(
             self.embedder.embed_documents([c.sentence for c in candidates]), dtype=np.float32
         )
-        for cand, sim in zip(candidates, vectors @ q, strict=True):
-            cand.score += float(sim)
+        return vectors @ query
+
+    def _compare(self, sides: tuple[str, str], candidates: list[Candidate]) -> list[Candidate]:
+        """A sentence for each side of a comparison, from different papers when they differ."""
+        chosen: list[Candidate] = []
+        for side in sides:
+            sims = self._similarity(side, candidates)
+            order = np.argsort(-(sims + 0.5 * np.array([c.score for c in candidates])))
+            taken = {id(c.source) for c in chosen}
+            pick = next(
+                (candidates[i] for i in order if id(candidates[i].source) not in taken), None
+            )
+            if pick is not None and pick not in chosen:
+                chosen.append(pick)
+        return chosen or _best_sentences(candidates)
+
+
+def _by_paper(candidates: list[Candidate]) -> list[list[Candidate]]:
+    groups: dict[int, list[Candidate]] = {}
+    for cand in candidates:
+        groups.setdefault(id(cand.source), []).append(cand)
+    return list(groups.values())
+
+
+def _best_sentences(candidates: list[Candidate]) -> list[Candidate]:
+    """The best sentence and the next best of its paper (the two best sentences of the right
+    abstract hold the answer far more often than one), and a third from any paper when close:
+    at most MAX_SENTENCES."""
+    ranked = sorted(candidates, key=lambda c: -c.score)
+    best = ranked[0]
+    chosen = [best, *[c for c in ranked[1:] if c.source is best.source][:1]]
+    for cand in ranked[1:]:
+        if len(chosen) >= MAX_SENTENCES:
+            break
+        gap = SECOND_GAP if cand.source is best.source else OTHER_GAP
+        if cand not in chosen and cand.score >= best.score - gap:
+            chosen.append(cand)
+    return chosen
+
+
+# --- saying it as an answer ---------------------------------------------------------------------
+
+_WE_VERB = re.compile(
+    r"^(?P<lead>(?:[A-Z][^,;:]{0,60},\s*|Here\s+|Herein\s+)?)"
+    r"(?P<we>we|We|[Tt]his (?:paper|work|study|article))\s+"
+    r"(?P<adv>(?:(?:also|further|then|first|next|now|additionally|finally|formally|"
+    r"empirically|theoretically|experimentally|carefully|systematically|thus|therefore|"
+    r"here|instead|specifically|rigorously|extensively|thoroughly)\s+)*)"
+    r"(?P<verb>[a-z]+)\b"
+)
+_SELF_LEAD = re.compile(r"^(?:in this (?:paper|work|study|article)|here|herein),?\s*$", re.I)
+_CONNECTIVE = re.compile(
+    r"^(?:however|furthermore|moreover|additionally|in addition|specifically|finally|also|"
+    r"in particular|notably|importantly|overall|lastly|first|second|third|then|next|thus|"
+    r"therefore|consequently|further|besides|in contrast|instead|meanwhile|hence),\s+",
+    re.IGNORECASE,
+)
+_RESEARCH_VERBS = [
+    "find",
+    "show",
+    "demonstrate",
+    "analyze",
+    "analyse",
+    "propose",
+    "introduce",
+    "evaluate",
+    "prove",
+    "provide",
+    "study",
+    "develop",
+    "present",
+    "derive",
+    "establish",
+    "observe",
+    "validate",
+    "verify",
+    "compare",
+    "discuss",
+    "achieve",
+    "obtain",
+    "apply",
+    "test",
+    "identify",
+    "explore",
+    "investigate",
+    "extend",
+    "design",
+    "characterize",
+    "illustrate",
+    "conduct",
+    "use",
+    "train",
+    "report",
+    "release",
+    "argue",
+    "outperform",
+    "improve",
+    "reduce",
+    "assess",
+    "examine",
+    "leverage",
+    "formulate",
+    "construct",
+    "offer",
+    "highlight",
+    "reveal",
+    "discover",
+    "describe",
+    "consider",
+]
+_AND_VERB = re.compile(r"\b(and|or|then)\s+(" + "|".join(_RESEARCH_VERBS) + r")(?![\w-])")
+_PRONOUNS = {"we": "they", "We": "They", "our": "their", "Our": "Their", "us": "them",
+             "ours": "theirs", "ourselves": "themselves"}  # fmt: skip
+_PRONOUN = re.compile(r"\b(we|We|our|Our|us|ours|ourselves)\b")
+_KEEP_CAPITAL = re.compile(r"^[A-Z][a-z]*(?:ian|ean|ov|tz|ier|ann|in|er)\b")
+_IRREGULAR = {"are": "is", "have": "has", "were": "was", "do": "does", "go": "goes"}
+_MODALS = {"can", "could", "will", "would", "may", "might", "must", "shall", "should", "also",
+           "then", "did", "had", "was", "first", "further", "proposed", "introduced",
+           "presented", "showed", "found", "studied", "developed", "demonstrated", "observed",
+           "obtained", "derived", "used", "provided"}  # fmt: skip
+
+
+def third_person(verb: str) -> str:
+    """propose -> proposes, study -> studies, address -> addresses, are -> is."""
+    if verb in _IRREGULAR:
+        return _IRREGULAR[verb]
+    if verb in _MODALS or verb.endswith("ed"):
+        return verb
+    if verb.endswith("y") and len(verb) > 2 and verb[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    if verb.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return verb + "es"
+    return verb + "s"
+
+
+def _voice(text: str) -> str:
+    """The authors' pronouns, as a reader speaks of them: we -> they, our -> their."""
+    return _PRONOUN.sub(lambda m: _PRONOUNS[m.group(1)], text)
+
+
+def subject(source: Source, mentioned: int) -> str:
+    """How the answer names a paper: its title, or the name the abstract introduces, or
+    "One paper" / "Another paper" for an untitled one."""
+    if not source.title_derived and source.title.strip():
+        return f"*{defuse(source.title.strip())}*"
+    for start, end in sentence_spans(source.text)[:4]:
+        sentence = source.text[start:end]
+        if cue := q.NAMING.search(sentence):
+            # the name the cue introduces: "we propose DecDTW", "a method called DASHA"
+            after = sorted(q.names(sentence[cue.start() :]), key=sentence[cue.start() :].find)
+            if after:
+                return defuse(after[0])
+            m = re.search(
+                r"\b(?:propose|introduce|present)s?\s+([A-Z][a-z]{2,}[\w-]*)[,( ]", sentence
+            )
+            if m:
+                return defuse(m.group(1))
+    return "One paper" if mentioned == 0 else "Another paper"
+
+
+def frame(sentence: str, who: str, marker: int, first: bool) -> str:
+    """One quoted sentence in the third person, naming its paper on first mention."""
+    body = _CONNECTIVE.sub("", sentence.strip())  # "However, ..." leans on a sentence not shown
+    end = body[-1] if body[-1] in ".!?" else "."
+    body = body[:-1].rstrip() if body[-1] in ".!?" else body
+    cite = f"[{marker}]"
+    if m := _WE_VERB.match(body):
+        verb, rest = m.group("verb"), _voice(body[m.end() :])
+        if m.group("we").lower() == "we":  # "This paper addresses" is third person already
+            verb = third_person(verb)
+            rest = _AND_VERB.sub(lambda v: f"{v.group(1)} {third_person(v.group(2))}", rest)
+        lead, adv = m.group("lead"), m.group("adv")
+        if _SELF_LEAD.match(lead):
+            lead = ""  # "In this paper, we propose" -> "DecDTW [1] proposes"
+        if first:
+            name = who[0].lower() + who[1:] if lead and who.endswith(" paper") else who
+            return f"{_upper(lead)}{name} {cite} {adv}{verb}{rest}{end}"
+        return f"{_upper(lead)}{'it' if lead else 'It'} {adv}{verb}{rest} {cite}{end}"
+    body = _voice(body)
+    first_word = body.split(" ", 1)[0].rstrip(",;:")
+    if first_word.istitle() and first_word.isalpha() and not _KEEP_CAPITAL.match(first_word):
+        body = body[0].lower() + body[1:]
+    if first:
+        return f"{who} {cite} reports that {body}{end}"
+    return f"It also reports that {body} {cite}{end}"
+
+
+def _upper(lead: str) -> str:
+    return lead[:1].upper() + lead[1:]
+
+
+def render(chosen: list[Candidate], listing: bool) -> Iterator[str]:
+    """The chosen sentences as answer text: grouped by paper (in order of first choice), each
+    paper's sentences in their order in the abstract; a listing gets one line per paper."""
+    groups: dict[int, list[Candidate]] = {}
+    for cand in chosen:
+        groups.setdefault(id(cand.source), []).append(cand)
+    for n, mine in enumerate(groups.values()):
+        mine.sort(key=lambda c: c.position)
+        who = subject(mine[0].source, n)
+        for i, cand in enumerate(mine):
+            text = frame(cand.sentence, who, cand.source.marker, first=i == 0)
+            if listing:
+                yield f"{'' if n == 0 else chr(10)}- {text}"
+            else:
+                yield f"{'' if n == 0 and i == 0 else ' '}{text}"

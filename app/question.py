@@ -1,0 +1,183 @@
+"""What a question asks for, and which sentences can hold it: pure functions, no model.
+
+The extractive answerer uses these to prefer the sentence that states the fact asked for (a
+number for "how much", a name for "which method", a finding for "what was found") over a
+background sentence that merely repeats the question's words.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+Wanted = Literal["quantity", "name", "finding", "application", "method", "reason", "general"]
+
+_QUANTITY_Q = re.compile(
+    r"\b(how (much|many|large|big|small|fast|often|long|accurate|well)|by (how much|what "
+    r"(margin|factor|fraction|percent(age)?|amount))|what (percent(age)?|fraction|share|"
+    r"proportion|speed-?up|accuracy|error|rate|ratio|number|value|score|improvement|gain|"
+    r"reduction)|(speed-?up|times (faster|fewer|more|less)|fold)\b)",
+    re.IGNORECASE,
+)
+_NAME_Q = re.compile(
+    r"^\s*(?:(?:in|on|for|from|with|of|according to)\b[^?]{0,60}?,\s*)?"
+    r"(which|what|name)\b(?!\s+(?:is|are|was|were|do|does|did)\s+(?:the\s+)?"
+    r"(?:effect|impact|role|benefit|advantage|reason|purpose|goal|main|key|relationship)\b)",
+    re.IGNORECASE,
+)
+_NAME_NOUN = re.compile(
+    r"\b(method|model|algorithm|approach|technique|operation|operator|function|architecture|"
+    r"framework|dataset|benchmark|metric|loss|objective|optimi[sz]er|estimator|procedure|"
+    r"hyperparameter|parameter|network|layer|module|mechanism|strategy|scheme|tool|system|"
+    r"name|called|component|distribution|regulari[sz]er|measure|property|condition|quantity)s?\b",
+    re.IGNORECASE,
+)
+_FINDING_Q = re.compile(
+    r"\b(found|find|finds|finding|findings|shown?|shows|show that|reveal\w*|conclude\w*|"
+    r"discover\w*|observe\w*|result|results|outcome|turn(s|ed)? out|demonstrate\w*|"
+    r"overlooked|prove[sd]?|establish\w*)\b",
+    re.IGNORECASE,
+)
+_APPLICATION_Q = re.compile(
+    r"^\s*(where|on what|on which|in what|to what|for what)\b|\b(applied|evaluated|tested|"
+    r"benchmarked|validated|used (for|in|on)|applications?|domains?|tasks?)\b",
+    re.IGNORECASE,
+)
+_REASON_Q = re.compile(r"^\s*why\b|\b(what (causes|explains)|reason|because)\b", re.IGNORECASE)
+_METHOD_Q = re.compile(r"^\s*how\b|\b(what (approach|technique|method)|by what means)\b", re.I)
+
+_LISTING = re.compile(
+    r"\b(which|what|list|name|any|find|show me)\b.{0,40}\b(papers|works|studies|articles|"
+    r"approaches|methods)\b|\b(papers|works|studies) (on|about|that|which|propos|stud)",
+    re.IGNORECASE,
+)
+_COMPARISON = re.compile(
+    r"\b(compare[sd]?|comparison|contrast|differ(s|ence|ences)?|versus|vs\.?)\b", re.IGNORECASE
+)
+_SIDES = re.compile(
+    r"\s+(?:and|versus|vs\.?|compared (?:to|with)|with|from|against|or)\s+", re.IGNORECASE
+)
+
+# --- what a sentence holds -------------------------------------------------------------------
+NUMBER = re.compile(
+    r"(?<![\w.-])(?:\d+(?:[.,]\d+)*)(?:\s?%|\s?x\b|\u00d7|-fold|\s?times\b| percent\b|[kKMB]\b)?"
+    r"(?![\w-])"
+)
+_UNIT_NUMBER = re.compile(
+    r"(?<![\w-])\d+(?:\.\d+)?\s?(?:%|x\b|\u00d7|-fold|times\b|percent\b)|(?<![\w.-])\d+\.\d+"
+    r"|\b(twice|double[sd]?|half|halve[sd]?|triple[sd]?|an order of magnitude)\b"
+)
+_YEARISH = re.compile(r"^(19[5-9]\d|20\d\d)$")
+NAME = re.compile(r"\b(?:[A-Z][a-z]+[A-Z][\w-]*|[A-Z]{2,}[\w-]*[A-Za-z0-9]|[A-Z][a-z]*-\d[\w-]*)\b")
+NAMING = re.compile(
+    r"\b(we (?:propose|introduce|present|develop|devise|design|call|name|term|dub|coin)\w*|"
+    r"called|named|dubbed|termed|coined|referred to as|known as)\b",
+    re.IGNORECASE,
+)
+FINDING = re.compile(
+    r"\b(we (?:also |further |then |empirically |theoretically )?(?:find|found|show|showed|"
+    r"demonstrate|observe|reveal|discover|prove|establish|identify|conclude|confirm)\w*|"
+    r"(?:results?|experiments?|analysis|evaluations?|findings?) (?:show|suggest|indicate|"
+    r"demonstrate|reveal|confirm)\w*|surprisingly|turns out|leads? to|outperform\w*|"
+    r"improv\w+|achiev\w+|reduc\w+|significantly)\b",
+    re.IGNORECASE,
+)
+APPLICATION = re.compile(
+    r"\b(experiments? (?:on|with)|evaluat\w+ (?:on|in)|appl(?:y|ied|ication\w*) (?:to|in|on)|"
+    r"benchmarks?|datasets?|tasks? such as|domains?|including|e\.g\.|such as|real-world)\b",
+    re.IGNORECASE,
+)
+METHOD = re.compile(
+    r"\b(we (?:propose|introduce|present|develop|design|use|leverage|formulate)\w*|by "
+    r"\w+ing|via|through|based on|consists? of|uses?|framework|approach)\b",
+    re.IGNORECASE,
+)
+REASON = re.compile(r"\b(because|due to|since|as a result|caused by|explain\w*|owing to)\b", re.I)
+BACKGROUND = re.compile(
+    r"\b(ha(?:s|ve) (?:become|been|gained|attracted|emerged|shown)|recent(?:ly)?|widely|"
+    r"popular|increasingly|remains? (?:a |an )?(?:open|challenging|unclear)|is (?:a|an) "
+    r"(?:fundamental|important|central|key)|plays? (?:a|an) \w+ role|however, (?:most|many|"
+    r"existing|current)|existing (?:methods|approaches|work))\b",
+    re.IGNORECASE,
+)
+
+
+def wanted(question: str) -> Wanted:
+    """The kind of answer the question asks for."""
+    head = " ".join(question.split()[:4])
+    if _NAME_Q.search(question) and _NAME_NOUN.search(head):
+        return "name"  # "which optimizer gets a twofold speed-up ...?" asks for a name
+    if _QUANTITY_Q.search(question):
+        return "quantity"
+    if _REASON_Q.search(question):
+        return "reason"
+    if _NAME_Q.search(question) and _NAME_NOUN.search(question):
+        return "name"
+    if _FINDING_Q.search(question):
+        return "finding"
+    if _APPLICATION_Q.search(question):
+        return "application"
+    if _METHOD_Q.search(question):
+        return "method"
+    return "general"
+
+
+def is_listing(question: str) -> bool:
+    """A question like "which papers study X?": one line per paper, not one paper's best."""
+    return bool(_LISTING.search(question))
+
+
+def comparison_sides(question: str) -> tuple[str, str] | None:
+    """The two things a comparison question sets side by side, or None."""
+    if not _COMPARISON.search(question):
+        return None
+    body = _COMPARISON.sub(" ", question.rstrip("?. "))
+    body = re.sub(
+        r"^\s*(how|what|in what way|does|do|is|are|can|which)\b(\s+(is|are|does|do|the|"
+        r"between|of))*\s+",
+        "",
+        body,
+        flags=re.IGNORECASE,
+    )
+    parts = [p.strip(" ,") for p in _SIDES.split(body, maxsplit=1)]
+    if len(parts) != 2 or min(len(p.split()) for p in parts) < 1:
+        return None
+    return parts[0], parts[1]
+
+
+def has_quantity(sentence: str) -> int:
+    """2 for a number with a unit or decimals (40%, 3.5x, 0.82), 1 for a plain count, else 0.
+    Years and digits inside names (GPT-2, ResNet-50) do not count."""
+    if _UNIT_NUMBER.search(sentence):
+        return 2
+    for m in NUMBER.finditer(sentence):
+        if not _YEARISH.match(m.group(0)):
+            return 1
+    return 0
+
+
+def names(text: str) -> set[str]:
+    """Name-like tokens: CamelCase, acronyms, hyphenated versions (DecDTW, DASHA, GPT-4)."""
+    return {m.group(0) for m in NAME.finditer(text) if len(m.group(0)) >= 3}
+
+
+def fit(kind: Wanted, question: str, sentence: str) -> float:
+    """How well the sentence's shape fits what the question asks for, from 0 to 1."""
+    if kind == "quantity":
+        return has_quantity(sentence) / 2
+    if kind == "name":
+        new = {n.casefold() for n in names(sentence)} - {n.casefold() for n in names(question)}
+        if new:
+            return 1.0 if NAMING.search(sentence) else 0.7
+        return 0.5 if NAMING.search(sentence) else 0.0
+    pattern = {
+        "finding": FINDING,
+        "application": APPLICATION,
+        "method": METHOD,
+        "reason": REASON,
+    }.get(kind)
+    return 1.0 if pattern is not None and pattern.search(sentence) else 0.0
+
+
+def is_background(sentence: str) -> bool:
+    return bool(BACKGROUND.search(sentence))
