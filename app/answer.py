@@ -75,9 +75,14 @@ def format_sources(sources: list[Source], budget_tokens: int) -> tuple[str, list
     return "\n".join(blocks), used
 
 
-def is_relevant(source: Source, min_relevance: float, min_lexical: float) -> bool:
-    """Close enough in meaning, or holding (nearly) all of the question's distinctive words."""
-    return source.score >= min_relevance or source.lexical >= min_lexical
+def relevance(source: Source, lexical_weight: float) -> float:
+    """How well a source matches the question: its meaning (cosine similarity of the best
+    passage) plus the share of the question's distinctive words (idf) it holds."""
+    return source.score + lexical_weight * source.lexical
+
+
+def is_relevant(source: Source, min_relevance: float, lexical_weight: float) -> bool:
+    return relevance(source, lexical_weight) >= min_relevance
 
 
 def is_refusal(text: str) -> bool:

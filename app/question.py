@@ -69,8 +69,9 @@ _UNIT_NUMBER = re.compile(
 )
 _YEARISH = re.compile(r"^(19[5-9]\d|20\d\d)$")
 NAME = re.compile(r"\b(?:[A-Z][a-z]+[A-Z][\w-]*|[A-Z]{2,}[\w-]*[A-Za-z0-9]|[A-Z][a-z]*-\d[\w-]*)\b")
+_WE = r"we (?:(?:\w+ly|also|instead|further|then|here|now|thus|first) )?"
 NAMING = re.compile(
-    r"\b(we (?:propose|introduce|present|develop|devise|design|call|name|term|dub|coin)\w*|"
+    rf"\b({_WE}(?:propose|introduce|present|develop|devise|design|call|name|term|dub|coin)\w*|"
     r"called|named|dubbed|termed|coined|referred to as|known as)\b",
     re.IGNORECASE,
 )
@@ -88,8 +89,9 @@ APPLICATION = re.compile(
     re.IGNORECASE,
 )
 METHOD = re.compile(
-    r"\b(we (?:propose|introduce|present|develop|design|use|leverage|formulate)\w*|by "
-    r"\w+ing|via|through|based on|consists? of|uses?|framework|approach)\b",
+    rf"\b({_WE}(?:propose|introduce|present|develop|design|leverage|formulate|devise)\w*|"
+    r"(?:our|the proposed|this) (?:method|approach|framework|algorithm|model)|based (?:on|around)"
+    r"|consists? of|by (?:formulating|introducing|using|leveraging|combining|learning))\b",
     re.IGNORECASE,
 )
 REASON = re.compile(r"\b(because|due to|since|as a result|caused by|explain\w*|owing to)\b", re.I)
@@ -102,24 +104,26 @@ BACKGROUND = re.compile(
 )
 
 
-def wanted(question: str) -> Wanted:
-    """The kind of answer the question asks for."""
+def wanted(question: str) -> list[Wanted]:
+    """The kinds of answer the question asks for, the main one first ("which hyperparameter
+    was found ...?" asks for a name and a finding)."""
+    kinds: list[Wanted] = []
     head = " ".join(question.split()[:4])
     if _NAME_Q.search(question) and _NAME_NOUN.search(head):
-        return "name"  # "which optimizer gets a twofold speed-up ...?" asks for a name
+        kinds.append("name")  # "which optimizer gets a twofold speed-up ...?" asks for a name
     if _QUANTITY_Q.search(question):
-        return "quantity"
+        kinds.append("quantity")
     if _REASON_Q.search(question):
-        return "reason"
+        kinds.append("reason")
     if _NAME_Q.search(question) and _NAME_NOUN.search(question):
-        return "name"
+        kinds.append("name")
     if _FINDING_Q.search(question):
-        return "finding"
+        kinds.append("finding")
     if _APPLICATION_Q.search(question):
-        return "application"
+        kinds.append("application")
     if _METHOD_Q.search(question):
-        return "method"
-    return "general"
+        kinds.append("method")
+    return list(dict.fromkeys(kinds)) or ["general"]
 
 
 def is_listing(question: str) -> bool:
@@ -161,12 +165,27 @@ def names(text: str) -> set[str]:
     return {m.group(0) for m in NAME.finditer(text) if len(m.group(0)) >= 3}
 
 
-def fit(kind: Wanted, question: str, sentence: str) -> float:
-    """How well the sentence's shape fits what the question asks for, from 0 to 1."""
+def _acronym_of(name: str, text: str) -> bool:
+    """True when ``name`` is the initials of consecutive words of ``text`` (IRM for
+    "invariant risk minimization")."""
+    letters = name.casefold().rstrip("s")
+    initials = "".join(w[0] for w in re.findall(r"[A-Za-z][\w-]*", text)).casefold()
+    return len(letters) >= 2 and letters.isalpha() and letters in initials
+
+
+def fit(kinds: list[Wanted], question: str, sentence: str) -> float:
+    """How well the sentence's shape fits what the question asks for, from 0 to 1: the best
+    fit over the kinds asked for."""
+    return max(_fit(kind, question, sentence) for kind in kinds)
+
+
+def _fit(kind: Wanted, question: str, sentence: str) -> float:
     if kind == "quantity":
         return has_quantity(sentence) / 2
     if kind == "name":
-        new = {n.casefold() for n in names(sentence)} - {n.casefold() for n in names(question)}
+        asked = {n.casefold() for n in names(question)}
+        new = {n for n in names(sentence) if n.casefold() not in asked}
+        new = {n for n in new if not _acronym_of(n, question)}
         if new:
             return 1.0 if NAMING.search(sentence) else 0.7
         return 0.5 if NAMING.search(sentence) else 0.0

@@ -230,6 +230,15 @@ class Retriever:
         return hits
 
 
+def merge_hits(rankings: list[list[PaperHit]], k: int) -> list[PaperHit]:
+    """Several rankings as one: in the order given, each paper once, at most ``k``."""
+    merged: dict[str, PaperHit] = {}
+    for ranking in rankings:
+        for hit in ranking:
+            merged.setdefault(hit.paper_id, hit)
+    return list(merged.values())[:k]
+
+
 def fuse(
     fusion: Fusion,
     dense_weight: float,

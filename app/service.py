@@ -16,7 +16,8 @@ from app.filters import Filters, parse_filters
 from app.llm import Provider, get_provider
 from app.llm.base import History
 from app.models import Answer
-from app.retrieve import Mode, Retriever
+from app.question import comparison_sides
+from app.retrieve import Mode, PaperHit, Retriever, merge_hits
 from app.settings import Settings, get_settings
 from ingest.chunk import encoding
 from ingest.embed import get_embedder
@@ -86,23 +87,32 @@ class QAService:
         search_text = cleaned if parsed.active else standalone
 
         t = time.perf_counter()
-        hits = self.retriever.search(
-            search_text,
-            filters,
-            k=k or self.settings.top_k,
-            chunks_per_paper=self.settings.chunks_per_paper,
-            mode=mode,
-            timings=timings,
-            col=col,
-        )
+        k = k or self.settings.top_k
+
+        def search(text: str) -> list[PaperHit]:
+            return self.retriever.search(
+                text,
+                filters,
+                k=k,
+                chunks_per_paper=self.settings.chunks_per_paper,
+                mode=mode,
+                timings=timings,
+                col=col,
+            )
+
+        hits = search(search_text)
+        if sides := comparison_sides(search_text):
+            # "how do A and B differ?": each side's best paper, so both can be cited
+            hits = merge_hits([search(side)[:1] for side in sides] + [hits], k)
         timings["retrieve"] = time.perf_counter() - t
         sources = to_sources(hits)
 
         t = time.perf_counter()
         # a question about a name no abstract holds ("the XYZZY-3 optimizer") is not answered
         # from the papers that happen to be closest
+        threshold, weight = self.settings.min_relevance, self.settings.lexical_weight
         relevant = not self.retriever.unseen_names(search_text, col) and any(
-            is_relevant(s, self.settings.min_relevance, self.settings.min_lexical) for s in sources
+            is_relevant(s, threshold, weight) for s in sources
         )
         pieces: list[str] = []
         if relevant:

@@ -115,16 +115,18 @@ class Settings(BaseSettings):
         description="Passages kept per paper, so no paper crowds out others.",
     )
     min_relevance: float = Field(
-        default=0.3,
+        default=0.29,
         ge=-1.0,
-        le=1.0,
-        description="Abstain when the best passage's cosine similarity to the question is lower.",
+        le=2.0,
+        description="Abstain when no source's relevance reaches this: its best passage's cosine "
+        "similarity to the question plus lexical_weight times the share of the question's "
+        "word weight (idf) it holds. Calibrated on 57 and 21,958 papers (docs/benchmarks.md).",
     )
-    min_lexical: float = Field(
-        default=0.8,
+    lexical_weight: float = Field(
+        default=0.25,
         ge=0.0,
-        le=1.01,
-        description="...or when it holds less than this share of the question's word weight (idf).",
+        le=2.0,
+        description="Weight of the question's distinctive words in the relevance score.",
     )
     context_tokens: int = Field(
         default=3000, ge=200, description="Token budget for the sources block of a prompt."

@@ -24,6 +24,8 @@ from ingest.text import fingerprint
 # decoded after Markdown is parsed, so they show literally.
 _MARKDOWN_SPECIALS = {c: f"&#{ord(c)};" for c in "\\`*_{}[]()#+-.!|~$:<>"}
 _CITATION = re.compile(r"&#91;(\d+)&#93;")
+_EMPHASIS = re.compile(r"&#42;([^<>]+?)&#42;")  # the answerer's *Title*, after escaping
+_URL = re.compile(r"https?://[^\s<>\"'()\[\]{}]+[^\s<>\"'()\[\]{}.,;:!?]")
 
 
 def escape(text: str) -> str:
@@ -37,9 +39,25 @@ def escape(text: str) -> str:
     return out.replace("\0apos", "&#x27;").replace("\n", "<br>")
 
 
+def linked(text: str) -> str:
+    """Corpus text made inert, with its http(s) addresses as links that open a new tab."""
+    out, pos = [], 0
+    for m in _URL.finditer(text):
+        url = m.group(0)
+        out.append(escape(text[pos : m.start()]))
+        out.append(
+            f'<a href="{html.escape(url, quote=True)}" target="_blank" rel="noopener noreferrer">'
+            f"{escape(url)}</a>"
+        )
+        pos = m.end()
+    out.append(escape(text[pos:]))
+    return "".join(out)
+
+
 def answer_html(answer: Answer) -> str:
-    """The answer text, escaped, with its citation markers as small badges."""
-    body = escape(answer.answer)
+    """The answer text, escaped, with paper titles in italics, addresses linked, and its
+    citation markers as small badges."""
+    body = _EMPHASIS.sub(r"<em>\1</em>", linked(answer.answer))
     return _CITATION.sub(r'<sup class="aqa-cite">[\1]</sup>', body)
 
 
@@ -50,10 +68,10 @@ def highlight(text: str, sentences: list[str]) -> str:
     for start, end in spans:
         if start < pos:
             continue
-        out.append(escape(text[pos:start]))
-        out.append(f"<mark>{escape(text[start:end])}</mark>")
+        out.append(linked(text[pos:start]))
+        out.append(f"<mark>{linked(text[start:end])}</mark>")
         pos = end
-    out.append(escape(text[pos:]))
+    out.append(linked(text[pos:]))
     return "".join(out)
 
 

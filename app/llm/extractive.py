@@ -8,6 +8,7 @@ person of the authors' pronouns ("we" -> "they") are the answerer's words.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -53,7 +54,7 @@ class ExtractiveProvider(Provider):
         relevant = [
             s
             for s in sources
-            if is_relevant(s, self.settings.min_relevance, self.settings.min_lexical)
+            if is_relevant(s, self.settings.min_relevance, self.settings.lexical_weight)
         ]
         if not relevant:
             yield CANNOT_ANSWER
@@ -69,8 +70,7 @@ class ExtractiveProvider(Provider):
         if not candidates:
             yield CANNOT_ANSWER
             return
-        kind = q.wanted(question)
-        self._score_words(question, kind, candidates)
+        self._score_words(question, q.wanted(question), candidates)
         candidates = self._shortlist(candidates, per_paper=2 if listing else MAX_EMBEDDED)
         self._score_meaning(question, candidates)
         if listing:
@@ -82,18 +82,22 @@ class ExtractiveProvider(Provider):
         yield from render(chosen, listing)
 
     @staticmethod
-    def _score_words(question: str, kind: q.Wanted, candidates: list[Candidate]) -> None:
-        """The cheap part of the score: the question's words the sentence shares, the words it
-        adds, whether it has the shape of the answer, and how relevant its paper is."""
+    def _score_words(question: str, kinds: list[q.Wanted], candidates: list[Candidate]) -> None:
+        """The cheap part of the score: the question's words the sentence shares, weighted by
+        how few candidate sentences share them ("chronically overlooked" says more than the
+        topic words every sentence repeats), the words it adds, whether it has the shape of
+        the answer, and how relevant its paper is."""
         q_terms = set(bm25_tokens([question])[0])
-        terms = bm25_tokens([c.sentence for c in candidates])
-        for cand, toks in zip(candidates, terms, strict=True):
-            mine = set(toks)
-            overlap = len(q_terms & mine) / len(q_terms) if q_terms else 0.0
+        terms = [set(t) for t in bm25_tokens([c.sentence for c in candidates])]
+        df = {t: sum(t in mine for mine in terms) for t in q_terms}
+        weight = {t: math.log(1 + len(terms) / n) for t, n in df.items() if n}
+        total = sum(weight.values()) or 1.0
+        for cand, mine in zip(candidates, terms, strict=True):
+            overlap = sum(w for t, w in weight.items() if t in mine) / total
             novelty = len(mine - q_terms) / len(mine) if mine else 0.0
             cand.score = 0.25 * overlap + 0.25 * cand.source.score + 0.05 * novelty
-            cand.score += FIT_WEIGHT * q.fit(kind, question, cand.sentence)
-            if kind != "general" and q.is_background(cand.sentence):
+            cand.score += FIT_WEIGHT * q.fit(kinds, question, cand.sentence)
+            if kinds != ["general"] and q.is_background(cand.sentence):
                 cand.score -= 0.05
 
     @staticmethod
@@ -278,23 +282,27 @@ def subject(source: Source, mentioned: int) -> str:
     "One paper" / "Another paper" for an untitled one."""
     if not source.title_derived and source.title.strip():
         return f"*{defuse(source.title.strip())}*"
-    for start, end in sentence_spans(source.text)[:4]:
+    seen = ""
+    for start, end in sentence_spans(source.text)[:5]:
         sentence = source.text[start:end]
         if cue := q.NAMING.search(sentence):
-            # the name the cue introduces: "we propose DecDTW", "a method called DASHA"
-            after = sorted(q.names(sentence[cue.start() :]), key=sentence[cue.start() :].find)
-            if after:
-                return defuse(after[0])
-            m = re.search(
-                r"\b(?:propose|introduce|present)s?\s+([A-Z][a-z]{2,}[\w-]*)[,( ]", sentence
-            )
+            # the name the cue introduces ("we propose DecDTW", "a method called DASHA"): the
+            # first after the cue that the abstract has not used before ("a DTW layer")
+            tail = sentence[cue.start() :]
+            new = [n for n in sorted(q.names(tail), key=tail.find) if n not in seen]
+            if new:
+                return defuse(new[0])
+            m = re.search(r"\b(?:propose|introduce|present)s?\s+([A-Z][a-z]{2,}[\w-]*)[,( ]", tail)
             if m:
                 return defuse(m.group(1))
+        seen += sentence
     return "One paper" if mentioned == 0 else "Another paper"
 
 
-def frame(sentence: str, who: str, marker: int, first: bool) -> str:
-    """One quoted sentence in the third person, naming its paper on first mention."""
+def frame(sentence: str, who: str, marker: int, first: bool, context: str = "") -> str:
+    """One quoted sentence in the third person, naming its paper on first mention. A capital
+    that starts the sentence is lowered after "reports that" unless the word is a name: part
+    of a name that follows, or written with a capital inside a sentence of ``context``."""
     body = _CONNECTIVE.sub("", sentence.strip())  # "However, ..." leans on a sentence not shown
     end = body[-1] if body[-1] in ".!?" else "."
     body = body[:-1].rstrip() if body[-1] in ".!?" else body
@@ -312,8 +320,15 @@ def frame(sentence: str, who: str, marker: int, first: bool) -> str:
             return f"{_upper(lead)}{name} {cite} {adv}{verb}{rest}{end}"
         return f"{_upper(lead)}{'it' if lead else 'It'} {adv}{verb}{rest} {cite}{end}"
     body = _voice(body)
-    first_word = body.split(" ", 1)[0].rstrip(",;:")
-    if first_word.istitle() and first_word.isalpha() and not _KEEP_CAPITAL.match(first_word):
+    first_word, _, after = body.partition(" ")
+    first_word = first_word.rstrip(",;:")
+    if (
+        first_word.istitle()
+        and first_word.isalpha()
+        and not _KEEP_CAPITAL.match(first_word)
+        and not after[:1].isupper()  # "Simplicial Embeddings (SEM) are" is a name
+        and not re.search(rf"[a-z,;:] {re.escape(first_word)}\b", context)  # "Sophia"
+    ):
         body = body[0].lower() + body[1:]
     if first:
         return f"{who} {cite} reports that {body}{end}"
@@ -334,7 +349,7 @@ def render(chosen: list[Candidate], listing: bool) -> Iterator[str]:
         mine.sort(key=lambda c: c.position)
         who = subject(mine[0].source, n)
         for i, cand in enumerate(mine):
-            text = frame(cand.sentence, who, cand.source.marker, first=i == 0)
+            text = frame(cand.sentence, who, cand.source.marker, i == 0, cand.source.text)
             if listing:
                 yield f"{'' if n == 0 else chr(10)}- {text}"
             else:
