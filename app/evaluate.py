@@ -87,6 +87,16 @@ class QuestionResult(BaseModel):
         return why
 
 
+class TypeSummary(BaseModel):
+    """The figures of one question type (`type` in the question file)."""
+
+    questions: int
+    answerable: bool
+    recall_at_k: float | None = None
+    fact_coverage: float | None = None
+    refused: float = Field(description="Share of the type's questions refused.")
+
+
 class Summary(BaseModel):
     label: str
     questions: int
@@ -99,6 +109,9 @@ class Summary(BaseModel):
     citation_recall: float
     invalid_citations: int
     fact_coverage: float
+    multi_paper_recall: float | None = Field(
+        default=None, description="Gold papers among the sources, for questions with 2+ gold."
+    )
     correct_refusals: float = Field(description="Unanswerable questions refused (share).")
     wrong_refusals: float = Field(description="Answerable questions refused (share).")
     abstention_accuracy: float
@@ -109,6 +122,7 @@ class Summary(BaseModel):
     cost_usd: float | None
     judge_correctness: float | None = None
     judge_faithfulness: float | None = None
+    by_type: dict[str, TypeSummary] = Field(default_factory=dict)
 
 
 class EvalReport(BaseModel):
@@ -285,6 +299,7 @@ def summarise(results: list[QuestionResult], label: str, k: int, settings: Setti
     if (prompt or completion) and price:
         cost = round((prompt * price[0] + completion * price[1]) / 1e6, 6)
     judged = [r.judge for r in results if r.judge]
+    multi = [r.recall_at_k for r in answerable if len(r.gold) > 1]
     return Summary(
         label=label,
         questions=len(results),
@@ -297,6 +312,7 @@ def summarise(results: list[QuestionResult], label: str, k: int, settings: Setti
         citation_recall=_mean([r.citation_recall for r in answerable]),
         invalid_citations=sum(r.invalid_citations for r in results),
         fact_coverage=_mean([r.fact_coverage for r in answerable]),
+        multi_paper_recall=_mean(multi) if multi else None,
         correct_refusals=_mean([1.0 if r.abstained else 0.0 for r in unanswerable]),
         wrong_refusals=_mean([1.0 if r.abstained else 0.0 for r in answerable]),
         abstention_accuracy=_mean([1.0 if r.correct_abstention else 0.0 for r in results]),
@@ -307,7 +323,26 @@ def summarise(results: list[QuestionResult], label: str, k: int, settings: Setti
         cost_usd=cost,
         judge_correctness=_mean([j.get("correctness") for j in judged]) if judged else None,
         judge_faithfulness=_mean([j.get("faithfulness") for j in judged]) if judged else None,
+        by_type=by_type(results),
     )
+
+
+def by_type(results: list[QuestionResult]) -> dict[str, TypeSummary]:
+    groups: dict[str, list[QuestionResult]] = {}
+    for r in results:
+        groups.setdefault(r.type, []).append(r)
+    out = {}
+    for name, group in sorted(groups.items()):
+        answerable = [r for r in group if r.answerable]
+        facts = [r.fact_coverage for r in answerable if r.fact_coverage is not None]
+        out[name] = TypeSummary(
+            questions=len(group),
+            answerable=bool(answerable),
+            recall_at_k=_mean([r.recall_at_k for r in answerable]) if answerable else None,
+            fact_coverage=_mean(list(facts)) if facts else None,
+            refused=_mean([1.0 if r.abstained else 0.0 for r in group]),
+        )
+    return out
 
 
 def parse_variant(spec: str) -> tuple[str, dict[str, Any], Mode]:
@@ -344,6 +379,7 @@ METRICS = [
     ("citation_precision", "citation precision"),
     ("citation_recall", "citation recall"),
     ("fact_coverage", "fact coverage"),
+    ("multi_paper_recall", "multi-paper recall"),
     ("correct_refusals", "correct refusals"),
     ("wrong_refusals", "wrong refusals"),
     ("abstention_accuracy", "abstention accuracy"),
@@ -376,6 +412,16 @@ def markdown(reports: list[EvalReport]) -> str:
         "",
         f"{s.questions} questions ({s.answerable} answerable, {s.unanswerable} not), k = {s.k}.",
         "",
+        f"## By question type ({s.label})",
+        "",
+        "| type | questions | recall@k | fact coverage | refused |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {name} | {t.questions} | {_cell(t.recall_at_k)} | {_cell(t.fact_coverage)} | "
+            f"{t.refused:.3f} |"
+            for name, t in s.by_type.items()
+        ),
+        "",
         f"## Failures ({first.summary.label})",
         "",
         "| id | type | question | what went wrong | answer |",
@@ -391,6 +437,10 @@ def markdown(reports: list[EvalReport]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
 def chart(reports: list[EvalReport], path: Path) -> None:
     """A grouped bar chart of the main metrics, one colour per configuration."""
     import matplotlib
@@ -402,7 +452,7 @@ def chart(reports: list[EvalReport], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(10, 4.5))
     width = 0.8 / len(reports)
     for i, report in enumerate(reports):
-        values = [getattr(report.summary, key) for key, _ in METRICS]
+        values = [getattr(report.summary, key) or 0.0 for key, _ in METRICS]
         xs = [j + i * width for j in range(len(names))]
         ax.bar(xs, values, width=width, label=report.summary.label)
     ax.set_xticks([j + width * (len(reports) - 1) / 2 for j in range(len(names))])

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/devset.py data/sample --out data/eval/dev-sample.jsonl
     .venv/bin/python bench/devset.py ../shared/data/ml-abstracts.jsonl.gz --papers 300 \
-        --out test-artifacts/dev-22k.jsonl
+        --titles 200 --invented 50 --out test-artifacts/dev-22k.jsonl
 
 For each chosen abstract it masks one fact and asks for it, in words that are not the
 sentence's own order:
@@ -200,6 +200,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--papers", type=int, default=0, help="Sample this many (0: all).")
     parser.add_argument("--invented", type=int, default=25)
+    parser.add_argument(
+        "--titles", type=int, default=0, help="Paper-finding questions made from this many titles."
+    )
     parser.add_argument("--seed", type=int, default=11)
     args = parser.parse_args()
     rng = random.Random(args.seed)
@@ -208,6 +211,11 @@ def main() -> None:
     rows: list[dict[str, object]] = []
     for paper in chosen:
         rows += questions_for(paper, rng)
+    titled = [p for p in papers if not p.title_derived and len(p.title.split()) >= 3]
+    for paper in rng.sample(titled, min(args.titles, len(titled))):
+        question = f"Which paper is about {plain_text(paper.title).rstrip('.?!').lower()}?"
+        rows.append({"id": f"find-{paper.paper_id}", "question": question,
+                     "gold": [paper.paper_id], "facts": [], "type": "paper-finding"})  # fmt: skip
     rows += [_unanswerable(f"far-{i}", q, "far") for i, q in enumerate(FAR_FROM_ML)]
     rows += invented(rng, papers, args.invented)
     args.out.parent.mkdir(parents=True, exist_ok=True)

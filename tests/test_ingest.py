@@ -152,3 +152,65 @@ def test_an_ingest_killed_mid_write_is_finished_by_a_rerun(
     ids = chroma_ids(settings)
     assert len(ids) == report.chunks == len(set(ids))
     assert bm25_ids(settings) == ids
+
+
+def test_a_new_latex_renderer_updates_in_place_and_re_embeds_only_changed_text(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pylatexenc.latex2text import LatexNodes2Text
+
+    import ingest.chunk
+    import ingest.index
+    import ingest.pipeline
+    from app.retrieve import Retriever
+
+    corpus = write_jsonl(
+        tmp_path / "latex.jsonl",
+        [
+            {"id": "tt", "title": "Graph survival", "abstract": "We present \\texttt{DAGSurv}, "
+             "a survival model over graphs. It is evaluated on many clinical datasets."},
+            {"id": "em", "title": "Ensembles", "abstract": "We \\emph{study} why ensembles "
+             "help. Their members disagree on hard examples."},
+            {"id": "plain", "title": "Plain", "abstract": "A plain abstract with no markup at "
+             "all. It still says something useful."},
+        ],
+    )  # fmt: skip
+    # the index as the first renderer left it: pylatexenc's defaults drop \texttt's words
+    old = LatexNodes2Text(math_mode="text", strict_latex_spaces=False)
+
+    def old_plain(text: str) -> str:
+        return " ".join(old.latex_to_text(text).split()) if "\\" in text else text
+
+    with monkeypatch.context() as m:
+        m.setattr(ingest.chunk, "plain_text", old_plain)
+        m.setattr(ingest.index, "plain_text", old_plain)
+        m.setattr(ingest.pipeline, "RENDER_VERSION", "1")
+        first = ingest.pipeline.ingest([corpus], settings)
+    assert first.embedded == 3
+    col = Index(settings).collection()
+    assert col is not None
+
+    def stored() -> dict[str, tuple[list[float], str]]:
+        got = col.get(include=["embeddings", "metadatas", "documents"])
+        return {
+            cid: (list(vector), ingest.index.plain_document(dict(meta), doc))
+            for cid, vector, meta, doc in zip(
+                got["ids"], got["embeddings"], got["metadatas"], got["documents"], strict=True
+            )
+        }
+
+    before = stored()
+    assert "DAGSurv" not in before["tt:0"][1]
+
+    again = ingest.pipeline.ingest([corpus], settings)
+    # only the chunk whose embedded text changed is embedded again; the others are updated in
+    # place (their stored chunking fingerprint changed), and nothing is added or removed
+    assert (again.embedded, again.added, again.removed) == (1, 0, 0)
+    assert chroma_ids(settings) == bm25_ids(settings) == ["em:0", "plain:0", "tt:0"]
+    after = stored()
+    assert after["em:0"][0] == before["em:0"][0] and after["plain:0"][0] == before["plain:0"][0]
+    assert after["tt:0"][0] != before["tt:0"][0]
+    assert "DAGSurv" in after["tt:0"][1]
+    hits = Retriever(settings).search("DAGSurv", mode="bm25")
+    assert hits[0].paper_id == "tt" and "DAGSurv" in hits[0].text
+    assert ingest.pipeline.ingest([corpus], settings).embedded == 0

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from app.answer import CANNOT_ANSWER
 from app.settings import Settings
-from app.ui import escape
+from app.ui import escape, linked
 from tests.conftest import ROOT
 
 APP = str(ROOT / "app" / "streamlit_app.py")
@@ -87,7 +87,11 @@ def test_error_states_show_their_fix_not_a_traceback(
 def test_an_upload_ingests_and_reports(monkeypatch: pytest.MonkeyPatch, isolated_env: Path) -> None:
     at = start(monkeypatch, isolated_env)
     at.switch_page("pages/ingest.py").run()
-    good = {"id": "u1", "title": "Upload test", "abstract": "We upload an abstract about graphs."}
+    good = {
+        "id": "u1",
+        "title": "Upload test",
+        "abstract": "We upload an abstract about graphs. Code: \\url{https://github.com/x/g_r}.",
+    }
     hostile = {
         "id": "u2",
         "title": "<script>alert(1)</script> **bold**",
@@ -109,6 +113,17 @@ def test_an_upload_ingests_and_reports(monkeypatch: pytest.MonkeyPatch, isolated
     assert "&#42;&#42;bold&#42;&#42;" in page  # markdown shown as typed
     assert "&#91;a&#93;&#40;javascript&#58;1&#41;" in page  # no link is made
     assert "x^2" in page and "$x^2$" not in page  # LaTeX shown as text, not rendered as math
+
+    at.chat_input[0].set_value("Where is the code of the abstract about graphs?").run()
+    page = shown(at)  # the address in the abstract is a link; the \url markup is gone
+    assert '<a href="https://github.com/x/g_r" target="_blank"' in page
+    assert "url&#123;" not in page and "\\url" not in page
+
+
+def test_only_web_addresses_become_links() -> None:
+    out = linked("see https://a.org/x_y. and javascript:alert(1) or <b>http://b.org</b>")
+    assert out.count("<a href=") == 2 and 'href="https://a.org/x_y"' in out
+    assert "javascript&#58;alert" in out and "<b>" not in out
 
 
 def test_escape_neutralises_html_and_markdown() -> None:
