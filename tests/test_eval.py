@@ -16,6 +16,8 @@ from app.settings import Settings
 from tests.conftest import EXE, ROOT
 
 QUESTIONS = ROOT / "data" / "eval" / "sample-questions.jsonl"
+# made mechanically by bench/devset.py from the sample, never edited by hand
+HELD_OUT = ROOT / "data" / "eval" / "dev-sample.jsonl"
 
 # Set from measurement (see README, "Evaluation"); a drop below any of these is a regression.
 FLOORS = {
@@ -23,9 +25,15 @@ FLOORS = {
     "mrr": 0.93,
     "citation_precision": 0.90,
     "citation_recall": 0.90,
-    "fact_coverage": 0.72,
-    "correct_refusals": 0.90,
-    "abstention_accuracy": 0.93,
+    "fact_coverage": 0.90,
+    "correct_refusals": 0.95,
+    "abstention_accuracy": 0.95,
+}
+HELD_OUT_FLOORS = {
+    "recall_at_k": 0.95,
+    "fact_coverage": 0.90,
+    "correct_refusals": 0.95,
+    "abstention_accuracy": 0.95,
 }
 
 
@@ -33,6 +41,29 @@ FLOORS = {
 def report(sample_service: QAService) -> EvalReport:
     questions = load_questions(QUESTIONS, known_paper_ids(sample_service.settings))
     return run_eval(questions, sample_service, k=5)
+
+
+@pytest.fixture(scope="module")
+def held_out(sample_service: QAService) -> EvalReport:
+    questions = load_questions(HELD_OUT, known_paper_ids(sample_service.settings))
+    return run_eval(questions, sample_service, k=5)
+
+
+@pytest.mark.parametrize("metric", sorted(HELD_OUT_FLOORS))
+def test_quality_on_the_held_out_set_stays_above_its_floor(
+    held_out: EvalReport, metric: str
+) -> None:
+    value = getattr(held_out.summary, metric)
+    floor = HELD_OUT_FLOORS[metric]
+    assert value >= floor, f"held-out {metric} fell to {value:.3f} (floor {floor})"
+
+
+def test_held_out_answers_are_short_and_refusals_are_rare(held_out: EvalReport) -> None:
+    assert held_out.summary.wrong_refusals <= 0.02
+    assert {"far", "invented", "numeric", "name", "finding"} <= set(held_out.summary.by_type)
+    for result in held_out.results:
+        # at most 3 sentences from at most 3 papers: coverage is not bought with length
+        assert len(result.cited) <= 3, result.answer
 
 
 def test_the_question_set_covers_every_kind_of_question(sample_settings: Settings) -> None:
@@ -52,7 +83,7 @@ def test_offline_quality_stays_above_its_floor(report: EvalReport, metric: str) 
 
 def test_no_invalid_citations_and_few_wrong_refusals(report: EvalReport) -> None:
     assert report.summary.invalid_citations == 0
-    assert report.summary.wrong_refusals <= 0.07
+    assert report.summary.wrong_refusals <= 1 / 56  # at most one answerable question refused
     assert report.summary.latency_p50 > 0 and report.summary.cost_usd is None
 
 
