@@ -108,6 +108,11 @@ class Source(BaseModel):
         default=0.0, description="Share of the question's word weight (idf) the passage contains."
     )
     rank: int = Field(description="1-based position after fusion.")
+    relevance: float = Field(
+        default=0.0,
+        description="score + 0.5 x lexical + 0.5 x the question's similarity to the corpus mean; "
+        "an answer needs a source at the answer's min_relevance or above.",
+    )
     cited: bool = False
 
 
@@ -138,6 +143,9 @@ class Answer(BaseModel):
     sources: list[Source] = Field(default_factory=list)
     filters: dict[str, object] = Field(default_factory=dict)
     filters_applied: str = "none"
+    min_relevance: float | None = Field(
+        default=None, description="The relevance a source needed (fitted to the index size)."
+    )
     invalid_citations: list[str] = Field(
         default_factory=list, description="Markers the model produced that name no source; removed."
     )

@@ -88,6 +88,16 @@ class Retriever:
                 self._bm25 = self.index.load_bm25(col)
             return self._bm25
 
+    def typicality(self, query: str, col: Any = None) -> tuple[float, int]:
+        """How typical of the corpus the query is (cosine similarity to the mean chunk vector),
+        and how many chunks the corpus has."""
+        col = col if col is not None else self.open()
+        bm25 = self.bm25(col)
+        if not len(bm25.centroid):
+            return 0.0, 0
+        qvec = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
+        return float(qvec @ bm25.centroid), len(bm25.chunk_ids)
+
     def unseen_names(self, question: str, col: Any = None) -> list[str]:
         """Names in the question (DecDTW, GPT-4, XYZZY-3) that no indexed abstract contains."""
         col = col if col is not None else self.open()

@@ -10,7 +10,14 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from app.answer import CANNOT_ANSWER, check_citations, is_refusal, is_relevant, to_sources
+from app.answer import (
+    CANNOT_ANSWER,
+    check_citations,
+    is_refusal,
+    relevance,
+    relevance_threshold,
+    to_sources,
+)
 from app.errors import InputError
 from app.filters import Filters, parse_filters
 from app.llm import Provider, get_provider
@@ -108,15 +115,18 @@ class QAService:
         sources = to_sources(hits)
 
         t = time.perf_counter()
-        # a question about a name no abstract holds ("the XYZZY-3 optimizer") is not answered
-        # from the papers that happen to be closest
-        threshold, weight = self.settings.min_relevance, self.settings.lexical_weight
-        relevant = not self.retriever.unseen_names(search_text, col) and any(
-            is_relevant(s, threshold, weight) for s in sources
-        )
+        typical, chunks = self.retriever.typicality(search_text, col)
+        threshold = relevance_threshold(chunks, self.settings.min_relevance)
+        for source in sources:
+            source.relevance = round(relevance(source, typical), 4)
+        relevant = [s for s in sources if s.relevance >= threshold]
+        if self.retriever.unseen_names(search_text, col):
+            # a question about a name no abstract holds ("the XYZZY-3 optimizer") is not
+            # answered from the papers that happen to be closest
+            relevant = []
         pieces: list[str] = []
         if relevant:
-            for piece in provider.generate(standalone, sources):
+            for piece in provider.generate(standalone, relevant):
                 pieces.append(piece)
                 yield piece
         else:
@@ -133,6 +143,7 @@ class QAService:
             sources=sources,
             filters=filters.model_dump(),
             filters_applied=filters.describe(),
+            min_relevance=threshold,
             provider=provider.name,
             model=provider.model,
             usage=provider.usage,

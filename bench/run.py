@@ -2,6 +2,7 @@
 
     make bench                                  # 1k, 5k and all papers of the shared corpus
     .venv/bin/python bench/run.py --sizes 1000,5000 --queries 200
+    .venv/bin/python bench/run.py --index DIR       # query rows only, for an index built before
 
 Each size gets a fresh index in --data-root. Ingest and queries run in child processes so that
 their peak memory is measured separately. Prints one Markdown table.
@@ -86,12 +87,19 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--data-root", default="/tmp/aqa-bench")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--index",
+        help="Only time queries, against this existing index of the corpus (AQA_DATA_DIR).",
+    )
     args = parser.parse_args()
 
     with gzip.open(args.corpus, "rt", encoding="utf-8") as fh:
         records = [json.loads(line) for line in fh]
     rng = random.Random(args.seed)
     rng.shuffle(records)
+    if args.index:
+        queries_only(Path(args.index), records, rng, args.queries)
+        return
     root = Path(args.data_root)
     rows = []
     for size in args.sizes.split(","):
@@ -142,6 +150,20 @@ def main() -> None:
     for key in keys[1:]:
         print(f"| {key} | " + " | ".join(str(r[key]) for r in rows) + " |")
     print(f"\n{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, {args.queries} title queries")
+
+
+def queries_only(index: Path, records: list[dict[str, str]], rng: random.Random, n: int) -> None:
+    """The query rows of the table for an index that is already built."""
+    titles = index.parent / f"{index.name}-queries.json"
+    titles.write_text(json.dumps([r["title"] for r in rng.sample(records, min(n, len(records)))]))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AQA_")}
+    env["AQA_DATA_DIR"] = str(index)
+    out, _, query_rss = run([sys.executable, "-c", QUERY_SCRIPT, str(titles)], env)
+    print("| measure | value |\n|---|---|")
+    for key, (p50, p95) in json.loads(out).items():
+        print(f"| {key} p50/p95 ms | {p50}/{p95} |")
+    print(f"| query RSS MB | {round(query_rss)} |")
+    print(f"\n{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, {n} title queries, {index}")
 
 
 if __name__ == "__main__":

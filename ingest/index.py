@@ -418,6 +418,14 @@ class BM25Index:
         }
 
     @cached_property
+    def centroid(self) -> np.ndarray:
+        """The unit mean of the chunk vectors: what a typical question of this corpus is near."""
+        if not len(self.vectors):
+            return np.zeros(0, dtype=np.float32)
+        mean = self.vectors.mean(axis=0)
+        return np.asarray(mean / (np.linalg.norm(mean) or 1.0), dtype=np.float32)
+
+    @cached_property
     def position(self) -> dict[str, int]:
         """Row of each chunk id in the BM25 arrays."""
         return {cid: i for i, cid in enumerate(self.chunk_ids)}

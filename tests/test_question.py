@@ -152,3 +152,14 @@ def test_an_untitled_paper_is_named_by_what_it_introduces() -> None:
     nameless = source.model_copy(update={"text": "Plain words only. Nothing named here."})
     assert subject(nameless, 0) == "One paper"
     assert subject(nameless, 1) == "Another paper"
+
+
+def test_the_relevance_threshold_grows_with_the_index_unless_fixed() -> None:
+    from app.answer import relevance, relevance_threshold
+
+    assert relevance_threshold(65) == pytest.approx(0.42, abs=0.005)  # the bundled sample
+    assert relevance_threshold(23_800) == pytest.approx(0.77, abs=0.005)  # the 22k corpus
+    assert relevance_threshold(5) == relevance_threshold(10)  # a tiny index is not lenient
+    assert relevance_threshold(23_800, fixed=0.3) == 0.3
+    source = Source(marker=1, paper_id="p", title="t", text="x", score=0.4, lexical=0.6, rank=1)
+    assert relevance(source, typicality=0.2) == pytest.approx(0.4 + 0.3 + 0.1)

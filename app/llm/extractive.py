@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app import question as q
-from app.answer import CANNOT_ANSWER, defuse, is_relevant
+from app.answer import CANNOT_ANSWER, defuse
 from app.llm.base import Provider
 from app.models import Source
 from app.settings import Settings
@@ -51,11 +51,8 @@ class ExtractiveProvider(Provider):
         self.embedder = embedder
 
     def generate(self, question: str, sources: list[Source]) -> Iterator[str]:
-        relevant = [
-            s
-            for s in sources
-            if is_relevant(s, self.settings.min_relevance, self.settings.lexical_weight)
-        ]
+        """``sources`` are the relevant ones, best first (the service drops the others)."""
+        relevant = sources
         if not relevant:
             yield CANNOT_ANSWER
             return
