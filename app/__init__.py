@@ -11,10 +11,10 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from app.models import Answer
+    from app.models import Answer, Source
     from app.service import QAService
 
-__all__ = ["Answer", "QAService", "ask"]
+__all__ = ["Answer", "QAService", "ask", "related"]
 
 
 @lru_cache(maxsize=1)
@@ -28,10 +28,16 @@ def ask(question: str, **options: Any) -> Answer:
     """Answer ``question`` from the index configured by the environment / `.env`.
 
     Options: ``history`` (list of (question, answer)), ``k``, ``year_from``, ``year_to``,
-    ``venue``, ``decision``, ``mode`` ("hybrid", "dense", "bm25"). The first call loads the
+    ``venue``, ``decision``, ``authors`` (names as people write them), ``ignore`` (filters not
+    to read from the question), ``mode`` ("hybrid", "dense", "bm25"). The first call loads the
     models; later calls reuse them.
     """
     return _service().ask(question, **options)
+
+
+def related(paper_id: str, k: int = 5) -> list[Source]:
+    """The ``k`` papers nearest to ``paper_id`` ("more like this"), as numbered sources."""
+    return _service().related(paper_id, k)
 
 
 def __getattr__(name: str) -> Any:

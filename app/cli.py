@@ -110,6 +110,14 @@ def ask_command(
     year_to: int | None = typer.Option(None, "--year-to", help="Latest year."),
     venue: list[str] | None = typer.Option(None, "--venue", help="Venue (repeatable)."),
     decision: list[str] | None = typer.Option(None, "--decision", help="Decision (repeatable)."),
+    author: list[str] | None = typer.Option(
+        None, "--author", help='Author, e.g. "B. Schölkopf" (repeatable: any of them).'
+    ),
+    ignore: list[str] | None = typer.Option(
+        None,
+        "--ignore-filter",
+        help="Do not read this filter from the question: year, venues, decisions or authors.",
+    ),
     mode: str = typer.Option("hybrid", "--mode", help="hybrid, dense or bm25 retrieval."),
 ) -> None:
     """Answer a question from the indexed abstracts, citing them."""
@@ -125,6 +133,8 @@ def ask_command(
         year_to=year_to,
         venue=venue or None,
         decision=decision or None,
+        authors=author or None,
+        ignore=ignore or None,
         mode=mode,  # type: ignore[arg-type]
     )
     streamed = False
@@ -157,6 +167,29 @@ def _print_answer(answer: Answer, already_streamed: bool) -> None:
         line = f"[{source.marker}] {source.title} ({meta}) score {source.score:.2f}"
         out.print(
             f"{line} - {source.paper_id}",
+            markup=False,
+            highlight=False,
+        )
+
+
+@cli.command("related")
+def related_command(
+    paper_id: str = typer.Argument(..., help="A paper id, as `ask --json` shows it."),
+    k: int = typer.Option(5, "--k", min=1, max=100, help="How many papers."),
+    as_json: bool = typer.Option(False, "--json", help="Print the papers as JSON."),
+) -> None:
+    """The papers nearest to one paper of the index ("more like this")."""
+    from app.service import QAService
+
+    sources = QAService().related(paper_id, k)
+    if as_json:
+        typer.echo(json.dumps([s.model_dump() for s in sources], indent=2, ensure_ascii=False))
+        return
+    for source in sources:
+        meta = ", ".join(str(x) for x in (source.venue, source.year) if x)
+        out.print(
+            f"[{source.marker}] {source.title} ({meta}) similarity {source.score:.2f} - "
+            f"{source.paper_id}",
             markup=False,
             highlight=False,
         )

@@ -132,6 +132,18 @@ class Usage(BaseModel):
     completion_tokens: int = 0
 
 
+class Counts(BaseModel):
+    """A counting or trend question answered from the metadata of the papers that match."""
+
+    topic: str = Field(description="What was counted, as searched.")
+    rule: str = Field(description="How a paper was judged to match: the cut-off, in words.")
+    min_similarity: float = Field(description="Cosine similarity at which a paper matches.")
+    papers: int = Field(description="Matching papers (after the filters).")
+    by_year: dict[str, int] = Field(default_factory=dict)
+    by_venue: dict[str, int] = Field(default_factory=dict, description="Most papers first.")
+    by_decision: dict[str, int] = Field(default_factory=dict)
+
+
 class Answer(BaseModel):
     """What `ask()` returns; the CLI's `ask --json` prints this model."""
 
@@ -153,4 +165,7 @@ class Answer(BaseModel):
     provider: str
     model: str | None = None
     usage: Usage | None = None
+    counts: Counts | None = Field(
+        default=None, description="For counting and trend questions: the counts behind the answer."
+    )
     timings: dict[str, float] = Field(default_factory=dict)

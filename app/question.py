@@ -126,6 +126,37 @@ def wanted(question: str) -> list[Wanted]:
     return list(dict.fromkeys(kinds)) or ["general"]
 
 
+_COUNT = re.compile(
+    r"\b(how many (?:papers|works|studies|articles|publications)|number of (?:papers|works|"
+    r"studies|publications)|how (?:has|have|did) .{0,80}?\b(?:grow[n]?|grew|chang\w*|evolv\w*|"
+    r"develop\w*|increas\w*|decreas\w*)|trends?\b|(?:which|what) venues?\b|where (?:is|are) "
+    r".{0,60}?publish\w*|(?:growth|popularity) of|over the years|per (?:year|venue)|by (?:year|"
+    r"venue))",
+    re.IGNORECASE,
+)
+_COUNT_WORDS = re.compile(
+    r"\b(how|many|much|number|of|papers?|works?|studies|articles|publications?|research|has|"
+    r"have|had|did|does|do|is|are|was|were|been|grow[n]?|grew|growing|chang\w*|evolv\w*|"
+    r"develop\w*|increas\w*|decreas\w*|trends?|which|what|venues?|publish\w*|most|where|"
+    r"growth|popularity|over|the|years?|time|per|by|in|on|about|there|interest|field|area|"
+    r"topic|written|appeared|since|until|and|to|study|studying|studied|mention\w*|discuss\w*|cover\w*|"
+    r"address\w*|focus\w*|deal\w*|uses?|used|using|propos\w*|that|who|with)\b",
+    re.IGNORECASE,
+)
+
+
+def is_count(question: str) -> bool:
+    """ "How many papers ...?", "How has work on X grown?", "Which venues publish most on X?":
+    answered with counts from the metadata, not with a quote."""
+    return bool(_COUNT.search(question))
+
+
+def count_topic(question: str) -> str:
+    """What a counting question counts: its words less the counting phrasing."""
+    topic = " ".join(_COUNT_WORDS.sub(" ", question.strip(" ?.!")).split())
+    return topic.strip(" ,;:-") or question
+
+
 def is_listing(question: str) -> bool:
     """A question like "which papers study X?": one line per paper, not one paper's best."""
     return bool(_LISTING.search(question))

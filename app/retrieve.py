@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from app.errors import EmptyIndexError
+from app.errors import EmptyIndexError, InputError
 from app.filters import Filters
 from app.question import names
 from app.settings import Settings
@@ -107,6 +107,20 @@ class Retriever:
         col = col if col is not None else self.open()
         return {v for v in self.bm25(col).facets["venue"] if isinstance(v, str)}
 
+    def known_years(self, col: Any = None) -> set[int]:
+        col = col if col is not None else self.open()
+        return {int(y) for y in set(self.bm25(col).facet_arrays["year"].tolist()) if y >= 0}
+
+    def known_authors(self, col: Any = None) -> dict[str, np.ndarray]:
+        """Author keys ("levine", "s levine") to their chunk rows."""
+        col = col if col is not None else self.open()
+        return self.bm25(col).author_rows
+
+    def author_names(self, col: Any = None) -> list[str]:
+        """Every author as written in the corpus, most papers first."""
+        col = col if col is not None else self.open()
+        return self.bm25(col).author_names
+
     def search(
         self,
         query: str,
@@ -134,7 +148,7 @@ class Retriever:
         timings["embed_query"] = time.perf_counter() - t
 
         position = bm25.position
-        mask = filters.mask(bm25.facet_arrays)
+        mask = filters.mask(bm25.facet_arrays, bm25.author_rows)
         # Ranking needs only ids and scores; text and metadata are fetched for the winners.
         similarity: dict[str, float] = {}
         dense_ranking: list[str] = []
@@ -142,6 +156,10 @@ class Retriever:
             t = time.perf_counter()
             if mask is None:
                 dense_ranking, sims = self._dense(col, qvec, depth)
+            elif filters.authors or mask.sum() <= depth * OVERSAMPLE:
+                # an author's chunks, or any few: an exact scan of their vectors held beside
+                # BM25 (Chroma cannot filter inside the authors list)
+                dense_ranking, sims = self._scan(bm25, qvec, mask, depth)
             else:
                 # Chroma's metadata filter costs ~30 ms, and most filters keep most papers: rank
                 # a deeper unfiltered list and filter it here. That is exact when `depth` chunks
@@ -196,6 +214,46 @@ class Retriever:
                 hit.lexical = cov
         timings["fuse"] = time.perf_counter() - t
         return ranked
+
+    def related(self, paper_id: str, k: int = 5, col: Any = None) -> list[PaperHit]:
+        """The ``k`` papers nearest to ``paper_id``: the mean of its chunk vectors against every
+        other chunk, exactly (the vectors sit beside BM25)."""
+        col = col if col is not None else self.open()
+        bm25 = self.bm25(col)
+        papers = np.array([str(p) for p in bm25.facets["paper_id"]])
+        own = papers == paper_id
+        if not own.any():
+            raise InputError(
+                f"No paper with id {paper_id!r} in the index: use an id as `ask --json` or "
+                "`stats` shows it."
+            )
+        centre = bm25.vectors[own].mean(axis=0)
+        centre = centre / (np.linalg.norm(centre) or 1.0)
+        sims = bm25.vectors @ centre
+        sims[own] = -np.inf
+        chosen: dict[str, list[str]] = {}
+        similarity: dict[str, float] = {}
+        for row in np.argsort(-sims, kind="stable"):
+            if not np.isfinite(sims[row]) or len(chosen) == k:
+                break
+            pid = papers[row]
+            if pid not in chosen:
+                cid = bm25.chunk_ids[row]
+                chosen[pid] = [cid]
+                similarity[cid] = float(sims[row])
+        return self._fetch(col, chosen, similarity, similarity)
+
+    @staticmethod
+    def _scan(
+        bm25: BM25Index, qvec: np.ndarray, mask: np.ndarray, n: int
+    ) -> tuple[list[str], list[float]]:
+        """The nearest of the chunks that pass ``mask``, by exact cosine similarity."""
+        rows = np.flatnonzero(mask)
+        if not len(rows):
+            return [], []
+        sims = bm25.vectors[rows] @ qvec
+        top = np.argsort(-sims, kind="stable")[:n]
+        return [bm25.chunk_ids[rows[i]] for i in top], [float(sims[i]) for i in top]
 
     @staticmethod
     def _dense(

@@ -13,17 +13,19 @@ from typing import Any
 from app.answer import (
     CANNOT_ANSWER,
     check_citations,
+    defuse,
     is_refusal,
     relevance,
     relevance_threshold,
     to_sources,
 )
+from app.count import count_papers, describe
 from app.errors import InputError
 from app.filters import Filters, parse_filters
 from app.llm import Provider, get_provider
 from app.llm.base import History
-from app.models import Answer
-from app.question import comparison_sides
+from app.models import Answer, Source
+from app.question import comparison_sides, count_topic, is_count
 from app.retrieve import Mode, PaperHit, Retriever, merge_hits
 from app.settings import Settings, get_settings
 from ingest.chunk import encoding
@@ -45,6 +47,10 @@ class QAService:
             self._provider = get_provider(self.settings, self.embedder)
         return self._provider
 
+    def related(self, paper_id: str, k: int = 5) -> list[Source]:
+        """The ``k`` papers nearest to ``paper_id`` in the index ("more like this")."""
+        return to_sources(self.retriever.related(paper_id, k))
+
     def ask(self, question: str, **options: Any) -> Answer:
         """The full answer at once; see `stream` for the options."""
         for event in self.stream(question, **options):
@@ -62,9 +68,15 @@ class QAService:
         year_to: int | None = None,
         venue: str | list[str] | None = None,
         decision: str | list[str] | None = None,
+        authors: str | list[str] | None = None,
+        ignore: list[str] | None = None,
         mode: Mode = "hybrid",
     ) -> Iterator[str | Answer]:
-        """Answer text as it is produced (str pieces), then the full typed `Answer`."""
+        """Answer text as it is produced (str pieces), then the full typed `Answer`.
+
+        ``authors`` filters by author (names as people write them); ``ignore`` names filters
+        not to read from the question ("year", "venues", "decisions", "authors"): the app's
+        one-click removal of a filter the question seemed to state."""
         started = time.perf_counter()
         timings: dict[str, float] = {}
         # control characters (NUL, escapes pasted from a terminal) say nothing: drop them
@@ -87,14 +99,25 @@ class QAService:
             year_to=year_to,
             venues=[venue] if isinstance(venue, str) else list(venue or []),
             decisions=[decision] if isinstance(decision, str) else list(decision or []),
+            authors=[authors] if isinstance(authors, str) else list(authors or []),
         )
         col = self.retriever.open()  # once per question: both steps below use it
-        parsed, cleaned = parse_filters(standalone, self.retriever.known_venues(col))
+        parsed, cleaned = parse_filters(
+            standalone,
+            self.retriever.known_venues(col),
+            self.retriever.known_years(col),
+            self.retriever.known_authors(col),
+        )
+        if ignore:
+            parsed, cleaned = parsed.without(ignore), standalone  # the phrase stays a topic
         filters = explicit.merged_over(parsed)
         search_text = cleaned if parsed.active else standalone
 
         t = time.perf_counter()
         k = k or self.settings.top_k
+        if is_count(standalone):
+            yield from self._counted(question, standalone, search_text, filters, k, col, started)
+            return
 
         def search(text: str) -> list[PaperHit]:
             return self.retriever.search(
@@ -166,3 +189,50 @@ class QAService:
         timings["total"] = time.perf_counter() - started
         answer.timings = {key: round(value, 4) for key, value in timings.items()}
         yield answer
+
+    def _counted(
+        self,
+        question: str,
+        standalone: str,
+        search_text: str,
+        filters: Filters,
+        k: int,
+        col: Any,
+        started: float,
+    ) -> Iterator[str | Answer]:
+        """A counting or trend question: exact counts over the papers that match the topic,
+        with the nearest few cited as examples. No provider is asked."""
+        topic = count_topic(search_text)
+        counts, ranked = count_papers(self.retriever, topic, filters, col)
+        matched = set(ranked)
+        hits = [
+            h for h in self.retriever.search(topic, filters, k=k, col=col) if h.paper_id in matched
+        ]
+        sources = to_sources(hits)
+        text = describe(counts, [(_name(s), s.marker) for s in sources[:3]])
+        answer = Answer(
+            question=question,
+            standalone_question=standalone,
+            answer=text or CANNOT_ANSWER,
+            abstained=not text,
+            sources=sources,
+            filters=filters.model_dump(),
+            filters_applied=filters.describe(),
+            provider="metadata",
+            counts=counts,
+        )
+        if text:
+            checked = check_citations(text, sources)
+            answer.answer, answer.citations = checked.text, checked.citations
+            for source in sources:
+                source.cited = any(c.marker == source.marker for c in checked.citations)
+        yield answer.answer
+        answer.timings = {"total": round(time.perf_counter() - started, 4)}
+        yield answer
+
+
+def _name(source: Source) -> str:
+    if not source.title_derived:
+        return f"*{defuse(source.title)}*"
+    words = source.title.split()
+    return "“" + defuse(" ".join(words[:8])) + ("…" if len(words) > 8 else "") + "”"

@@ -10,6 +10,7 @@ import html
 import re
 from typing import Any
 
+import pandas as pd
 import streamlit as st
 
 from app.errors import AQAError
@@ -18,7 +19,7 @@ from app.models import Answer, IndexStats, Source
 from app.service import QAService
 from app.settings import Settings, get_settings
 from ingest.index import index_stats
-from ingest.text import fingerprint
+from ingest.text import author_keys, author_query_key, fingerprint
 
 # Characters Markdown (and Streamlit's $...$ math) would interpret, as HTML entities: entities are
 # decoded after Markdown is parsed, so they show literally.
@@ -165,16 +166,81 @@ def provider_label(current: Settings) -> tuple[str, bool]:
     return f"openai: {current.llm_model} at {where}", local
 
 
-def render_answer(answer: Answer) -> None:
+def matching_authors(service: QAService, typed: str) -> list[str]:
+    """The index's authors a typed name matches (as the author filter would)."""
+    key = author_query_key(typed)
+    if key is None:
+        return []
+    return [n for n in service.retriever.author_names() if key in author_keys(n)]
+
+
+def filter_buttons(answer: Answer, key: str) -> None:
+    """One button per filter read from the question: a click asks again without it."""
+    stated = answer.filters.get("from_question") or []
+    read = {str(f).split("_")[0] if str(f).startswith("year") else str(f) for f in stated}  # type: ignore[attr-defined]
+    labels = {"year": "year", "venues": "venue", "decisions": "decision", "authors": "author"}
+    for name in sorted(read):
+        if st.button(
+            f"Remove the {labels.get(name, name)} filter read from the question",
+            key=f"drop-{key}-{name}",
+            icon=":material/filter_alt_off:",
+        ):
+            st.session_state.ask_again = {"question": answer.question, "ignore": [name]}
+            st.rerun()
+
+
+def more_like_this(source: Source, key: str) -> None:
+    """A button under a source card that lists the papers nearest to it."""
+    shown = st.session_state.setdefault("related", {})
+    slot = f"{key}-{source.paper_id}"
+    if st.button("More like this", key=f"more-{slot}", icon=":material/travel_explore:"):
+        try:
+            shown[slot] = get_service(settings()).related(source.paper_id, 5)
+        except AQAError as exc:
+            st.error(str(exc))
+    if slot in shown:
+        lines = []
+        for paper in shown[slot]:
+            meta = " · ".join(escape(str(x)) for x in (paper.venue, paper.year) if x)
+            lines.append(f"- {escape(paper.title)} <span class='aqa-muted'>{meta}</span>")
+        st.markdown("\n".join(lines) or "Nothing near it.", unsafe_allow_html=True)
+
+
+def counts_chart(answer: Answer) -> None:
+    """Matching papers per year, and per venue as a second view."""
+    counts = answer.counts
+    assert counts is not None
+    per_year, per_venue = st.tabs(["Papers per year", "Papers per venue"])
+    with per_year:
+        st.bar_chart(
+            pd.DataFrame({"papers": list(counts.by_year.values())}, index=list(counts.by_year)),
+            x_label="year",
+            y_label="matching papers",
+        )
+    with per_venue:
+        st.bar_chart(
+            pd.DataFrame({"papers": list(counts.by_venue.values())}, index=list(counts.by_venue)),
+            x_label="venue",
+            y_label="matching papers",
+        )
+    st.caption(f"Counted: {escape(counts.rule)}", unsafe_allow_html=True)
+
+
+def render_answer(answer: Answer, key: str = "0") -> None:
     """The answer with its citation badges, then a card per cited source."""
     if answer.abstained:
         st.info(answer.answer, icon=":material/help:")
+        if answer.filters_applied != "none":
+            st.caption(f"Filters: {escape(answer.filters_applied)}", unsafe_allow_html=True)
+        filter_buttons(answer, key)
         if answer.sources:
             with st.expander("Retrieved passages (none was relevant enough to answer)"):
                 for source in answer.sources:
                     st.markdown(source_card(source, []), unsafe_allow_html=True)
         return
     st.markdown(answer_html(answer), unsafe_allow_html=True)
+    if answer.counts is not None and answer.counts.papers:
+        counts_chart(answer)
     notes = []
     if answer.filters_applied != "none":
         notes.append(f"Filters: {escape(answer.filters_applied)}")
@@ -184,10 +250,12 @@ def render_answer(answer: Answer) -> None:
         notes.append(f"{len(answer.uncited_sentences)} sentence(s) without a citation")
     notes.append(f"{answer.timings.get('total', 0):.2f}s")
     st.caption(" · ".join(notes), unsafe_allow_html=True)
+    filter_buttons(answer, key)
     supporting: dict[int, list[str]] = {c.marker: c.supporting for c in answer.citations}
     for source in answer.sources:
         if source.cited:
             st.markdown(source_card(source, supporting[source.marker]), unsafe_allow_html=True)
+            more_like_this(source, key)
     others = [s for s in answer.sources if not s.cited]
     if others:
         with st.expander(f"Other retrieved passages ({len(others)})"):

@@ -34,7 +34,7 @@ from app.errors import ConfigError, IndexMismatchError
 from app.models import Chunk, IndexStats, Paper
 from app.settings import Settings
 from ingest.embed import ModelSpec
-from ingest.text import fingerprint, has_latex, plain_text
+from ingest.text import author_keys, fingerprint, has_latex, plain_text
 
 MODEL_KEY = "aqa_embedding_model"
 DIM_KEY = "aqa_embedding_dim"
@@ -349,7 +349,7 @@ STOPWORDS = sorted(
         ]
     )
 )
-TOKENIZER_VERSION = "4"  # bump when tokenisation or the saved layout changes: indexes are rebuilt
+TOKENIZER_VERSION = "5"  # bump when tokenisation or the saved layout changes: indexes are rebuilt
 # British spellings match American ones: "generalise" finds "generalizes", "behaviour" "behavior"
 _ISE = re.compile(r"(?<=[a-z]{3})([iy])s(e|es|ed|ing|ation|ations|er|ers)\b")
 _OUR = re.compile(r"(?<=[a-z]{3})our(s?)\b")
@@ -371,7 +371,7 @@ def bm25_tokens(texts: list[str]) -> list[list[str]]:
     return [list(tokens) for tokens in tokenized]
 
 
-FACETS = ("paper_id", "year", "venue", "decision")
+FACETS = ("paper_id", "year", "venue", "decision", "authors")
 """Chunk metadata the BM25 side keeps, so filters apply to it without asking Chroma."""
 
 
@@ -418,6 +418,31 @@ class BM25Index:
         }
 
     @cached_property
+    def author_rows(self) -> dict[str, np.ndarray]:
+        """Rows of the chunks of each author key ("levine", "s levine"): the author filter is
+        a union of these, as fast as the other facets."""
+        rows: dict[str, list[int]] = {}
+        for i, raw in enumerate(self.facets.get("authors") or []):
+            for name in _author_list(raw):
+                for key in author_keys(name):
+                    rows.setdefault(key, []).append(i)
+        return {key: np.unique(np.asarray(r, dtype=np.int64)) for key, r in rows.items()}
+
+    @cached_property
+    def author_names(self) -> list[str]:
+        """Every author as written in the corpus, most papers first (for the app's search)."""
+        counts: Counter[str] = Counter()
+        seen: set[tuple[str, str]] = set()
+        for raw, paper in zip(
+            self.facets.get("authors") or [], self.facets["paper_id"], strict=False
+        ):
+            for name in _author_list(raw):
+                if (name, str(paper)) not in seen:
+                    seen.add((name, str(paper)))
+                    counts[name] += 1
+        return [name for name, _ in counts.most_common()]
+
+    @cached_property
     def centroid(self) -> np.ndarray:
         """The unit mean of the chunk vectors: what a typical question of this corpus is near."""
         if not len(self.vectors):
@@ -437,6 +462,21 @@ class BM25Index:
         if not tokens or not self.chunk_ids:
             return np.zeros(len(self.chunk_ids), dtype=np.float32)
         return np.asarray(self.retriever.get_scores(tokens), dtype=np.float32)
+
+    def holding_all(self, query: str) -> np.ndarray:
+        """Which chunks hold every (stemmed, non-stopword) word of ``query``."""
+        tokens = sorted(set(bm25_tokens([query])[0]) - {""})
+        vocab = self.retriever.vocab_dict or {}
+        scores: Any = self.retriever.scores or {}
+        indptr, indices = scores.get("indptr"), scores.get("indices")
+        keep = np.ones(len(self.chunk_ids), dtype=bool) if tokens else np.zeros(0, dtype=bool)
+        for token in tokens:
+            has = np.zeros(len(self.chunk_ids), dtype=bool)
+            if token in vocab and indptr is not None and indices is not None:
+                tid = vocab[token]
+                has[indices[indptr[tid] : indptr[tid + 1]]] = True
+            keep &= has
+        return keep if tokens else np.zeros(len(self.chunk_ids), dtype=bool)
 
     def unseen(self, words: list[str]) -> list[str]:
         """The words no indexed chunk contains (compared as BM25 tokens: case and stem)."""
@@ -517,6 +557,17 @@ class BM25Index:
         return cls(
             retriever, list(info["chunk_ids"]), str(info["generation"]), info["facets"], vectors
         )
+
+
+def _author_list(raw: Any) -> list[str]:
+    """Authors as Chroma stores them (a JSON list in a string)."""
+    if not isinstance(raw, str) or not raw:
+        return []
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return []
+    return [str(v) for v in value] if isinstance(value, list) else []
 
 
 def index_stats(settings: Settings) -> IndexStats:

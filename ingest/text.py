@@ -187,6 +187,41 @@ def normalise_for_id(abstract: str) -> str:
     return _SPACES.sub(" ", unicodedata.normalize("NFKC", text)).strip().casefold()
 
 
+_PARTICLES = {"van", "der", "den", "de", "von", "la", "le", "di", "da", "del", "du", "dos", "ter"}
+
+
+def name_tokens(name: str) -> list[str]:
+    """A person's name as plain lower-case words: accents, case and punctuation do not count
+    ("B. Schölkopf" -> ["b", "scholkopf"])."""
+    decomposed = unicodedata.normalize("NFKD", name)
+    bare = "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
+    return re.findall(r"[^\W\d_]+", bare)
+
+
+def author_keys(name: str) -> set[str]:
+    """The keys an indexed author is found by: the surname ("levine"), and the first initial
+    with the surname ("s levine"), so "Sergey Levine", "S. Levine" and "levine" all match."""
+    words = name_tokens(name)
+    if not words:
+        return set()
+    keys = {words[-1]}
+    if len(words) > 1:
+        keys.add(f"{words[0][0]} {words[-1]}")
+    return keys
+
+
+def author_query_key(name: str) -> str | None:
+    """The key a name as typed is looked up by: the initial and surname when a first name or
+    initial is given ("B. Schölkopf", "Bernhard Scholkopf"), else the surname alone."""
+    words = name_tokens(name)
+    if not words:
+        return None
+    given = [w for w in words[:-1] if w not in _PARTICLES]
+    if not given:
+        return words[-1]
+    return f"{given[0][0]} {words[-1]}"
+
+
 # A sentence ends at . ! ? (optionally followed by a closing quote or bracket) and whitespace,
 # when the next word starts like a sentence, and the period does not close a common abbreviation.
 _ABBREVIATIONS = (

@@ -113,3 +113,16 @@ def serve(
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def start_app(monkeypatch: pytest.MonkeyPatch, data_dir: Path, **env: str) -> Any:
+    """The Streamlit app under Streamlit's AppTest, over the index in ``data_dir``."""
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("AQA_DATA_DIR", str(data_dir))
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    at = AppTest.from_file(str(ROOT / "app" / "streamlit_app.py"), default_timeout=180)
+    at.run()
+    assert not at.exception, at.exception
+    return at

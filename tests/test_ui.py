@@ -12,19 +12,7 @@ from streamlit.testing.v1 import AppTest
 from app.answer import CANNOT_ANSWER
 from app.settings import Settings
 from app.ui import escape, linked
-from tests.conftest import ROOT
-
-APP = str(ROOT / "app" / "streamlit_app.py")
-
-
-def start(monkeypatch: pytest.MonkeyPatch, data_dir: Path, **env: str) -> AppTest:
-    monkeypatch.setenv("AQA_DATA_DIR", str(data_dir))
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    at = AppTest.from_file(APP, default_timeout=180)
-    at.run()
-    assert not at.exception, at.exception
-    return at
+from tests.conftest import start_app
 
 
 def shown(at: AppTest) -> str:
@@ -38,7 +26,7 @@ def card_markers(at: AppTest) -> list[int]:
 def test_an_answer_shows_citation_markers_and_matching_source_cards(
     monkeypatch: pytest.MonkeyPatch, sample_settings: Settings
 ) -> None:
-    at = start(monkeypatch, sample_settings.data_dir)
+    at = start_app(monkeypatch, sample_settings.data_dir)
     at.chat_input[0].set_value("Which papers study federated learning?").run()
     assert not at.exception
     page = shown(at)
@@ -55,7 +43,7 @@ def test_an_answer_shows_citation_markers_and_matching_source_cards(
 def test_filters_change_what_is_retrieved(
     monkeypatch: pytest.MonkeyPatch, sample_settings: Settings
 ) -> None:
-    at = start(monkeypatch, sample_settings.data_dir)
+    at = start_app(monkeypatch, sample_settings.data_dir)
     at.slider(key="years").set_value((2024, 2024)).run()
     at.chat_input[0].set_value("Which papers study federated learning?").run()
     cards = re.findall(r'<div class="aqa-muted">[^<]*?(\d{4}) · relevance', shown(at))
@@ -66,7 +54,7 @@ def test_filters_change_what_is_retrieved(
 def test_an_out_of_corpus_question_shows_an_abstention_without_citations(
     monkeypatch: pytest.MonkeyPatch, sample_settings: Settings
 ) -> None:
-    at = start(monkeypatch, sample_settings.data_dir)
+    at = start_app(monkeypatch, sample_settings.data_dir)
     at.chat_input[0].set_value("What is the best recipe for a chocolate cake?").run()
     assert [i.value for i in at.info] == [CANNOT_ANSWER]
     assert '<sup class="aqa-cite">' not in shown(at)
@@ -76,16 +64,16 @@ def test_an_out_of_corpus_question_shows_an_abstention_without_citations(
 def test_error_states_show_their_fix_not_a_traceback(
     monkeypatch: pytest.MonkeyPatch, isolated_env: Path
 ) -> None:
-    at = start(monkeypatch, isolated_env)
+    at = start_app(monkeypatch, isolated_env)
     assert "The index is empty" in at.warning[0].value
-    at = start(monkeypatch, isolated_env, AQA_LLM="openai")
+    at = start_app(monkeypatch, isolated_env, AQA_LLM="openai")
     assert "OPENAI_API_KEY" in at.error[0].value
-    at = start(monkeypatch, isolated_env, AQA_TOP_KK="3")
+    at = start_app(monkeypatch, isolated_env, AQA_TOP_KK="3")
     assert "AQA_TOP_KK" in at.error[0].value
 
 
 def test_an_upload_ingests_and_reports(monkeypatch: pytest.MonkeyPatch, isolated_env: Path) -> None:
-    at = start(monkeypatch, isolated_env)
+    at = start_app(monkeypatch, isolated_env)
     at.switch_page("pages/ingest.py").run()
     good = {
         "id": "u1",

@@ -29,6 +29,19 @@ with st.sidebar:
     if len(years) > 1:
         year_range = st.slider("Years", years[0], years[-1], (years[0], years[-1]), key="years")
     venues = st.multiselect("Venues", sorted(stats.venues) if stats else [], key="venues")
+    author = st.text_input("Author", placeholder="e.g. B. Schölkopf", key="author").strip()
+    if author:
+        matches = ui.matching_authors(service, author)
+        st.caption(
+            (
+                "Matches "
+                + ", ".join(ui.escape(m) for m in matches[:5])
+                + ("…" if len(matches) > 5 else "")
+            )
+            if matches
+            else "No author of that name in the index.",
+            unsafe_allow_html=True,
+        )
     st.subheader("Corpus")
     if stats:
         a, b = st.columns(2)
@@ -54,14 +67,19 @@ if stats is None or stats.papers == 0:
 if "messages" not in st.session_state:
     st.session_state.messages = []
 
-for message in st.session_state.messages:
+for i, message in enumerate(st.session_state.messages):
     with st.chat_message(message["role"]):
         if message["role"] == "user":
             st.markdown(ui.escape(message["content"]), unsafe_allow_html=True)
         else:
-            ui.render_answer(ui.answer_from_state(message["answer"]))
+            ui.render_answer(ui.answer_from_state(message["answer"]), key=str(i))
 
-if prompt := st.chat_input("Ask about the papers, e.g. “Which papers study federated learning?”"):
+prompt = st.chat_input("Ask about the papers, e.g. “Which papers study federated learning?”")
+ignore: list[str] = []
+if prompt is None and (again := st.session_state.pop("ask_again", None)):
+    # a filter read from the question was removed with one click: ask again without it
+    prompt, ignore = again["question"], again["ignore"]
+if prompt:
     history = [
         (m["question"], m["answer"].answer)
         for m in st.session_state.messages
@@ -81,6 +99,8 @@ if prompt := st.chat_input("Ask about the papers, e.g. “Which papers study fed
                 year_from=year_range[0] if year_range and year_range[0] != years[0] else None,
                 year_to=year_range[1] if year_range and year_range[1] != years[-1] else None,
                 venue=venues or None,
+                authors=[author] if author else None,
+                ignore=ignore or None,
             ):
                 if isinstance(event, Answer):
                     final["answer"] = event
@@ -98,5 +118,5 @@ if prompt := st.chat_input("Ask about the papers, e.g. “Which papers study fed
             st.stop()
         placeholder.empty()
         answer = final["answer"]
-        ui.render_answer(answer)
+        ui.render_answer(answer, key=str(len(st.session_state.messages)))
     st.session_state.messages.append({"role": "assistant", "question": prompt, "answer": answer})
