@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from app import retrieve
 from app.answer import CANNOT_ANSWER, check_citations, format_sources
 from app.errors import ConfigError, EmptyIndexError, InputError
 from app.filters import Filters
@@ -185,21 +184,35 @@ def test_explicit_filters_are_honoured(sample_service: QAService) -> None:
     assert len(answer.sources) == 3 and {s.venue for s in answer.sources} == {"ICLR"}
 
 
-def test_filtering_dense_results_locally_ranks_as_chromas_own_filter(
-    sample_service: QAService, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    "filters",
+    [
+        Filters(year_from=2024, venues=["iclr"]),
+        Filters(year_to=2023),
+        Filters(venues=["ICLR"], year_from=2023, year_to=2023),
+    ],
+)
+def test_the_local_filtered_scan_ranks_as_chromas_own_filter(
+    sample_service: QAService, filters: Filters
 ) -> None:
-    """A broad filter is applied to a deeper unfiltered list; a narrow one goes to Chroma's
-    `where`. Both must give the same ranking."""
+    """Filtered dense search scans the vectors held beside BM25; Chroma's `where` over the same
+    collection must give the same chunks in the same order."""
+    import numpy as np
+
     retriever = sample_service.retriever
-    only_2024 = Filters(year_from=2024, venues=["iclr"])
-    local = retriever.search("graph neural networks", only_2024, k=10, mode="dense")
-    monkeypatch.setattr(retrieve, "OVERSAMPLE", 1)  # too shallow: falls back to Chroma's filter
-    chroma = retriever.search("graph neural networks", only_2024, k=10, mode="dense")
-    assert len(local) == 10 and all(h.meta["year"] == 2024 for h in local)
-    assert [(h.paper_id, [p.chunk_id for p in h.passages]) for h in local] == [
-        (h.paper_id, [p.chunk_id for p in h.passages]) for h in chroma
-    ]
-    assert [h.similarity for h in local] == pytest.approx([h.similarity for h in chroma])
+    col = retriever.open()
+    bm25 = retriever.bm25(col)
+    query = "graph neural networks"
+    qvec = np.asarray(retriever.embedder.embed_query(query), dtype=np.float32)
+    mask = filters.mask(bm25.facet_arrays, bm25.author_rows)
+    assert mask is not None
+    local_ids, local_sims = retriever._scan(bm25, qvec, mask, 10)
+    chroma_ids, chroma_sims = retriever._dense(col, qvec, 10, filters.chroma_where())
+    assert local_ids == chroma_ids and len(local_ids) == min(10, int(mask.sum()))
+    assert local_sims == pytest.approx(chroma_sims, abs=1e-5)
+    hits = retriever.search(query, filters, k=10, mode="dense")
+    position = bm25.position
+    assert hits and all(mask[position[p.chunk_id]] for h in hits for p in h.passages)
 
 
 def test_filters_read_from_the_question_and_explicit_ones_win(sample_service: QAService) -> None:
