@@ -89,9 +89,8 @@ def main() -> None:
     )
     print(f"| ask p50/p95 ms | {percentile(ask_times, 0.5)}/{percentile(ask_times, 0.95)} |")
     for label, values in lat.items():
-        print(
-            f"| retrieval, {label}, p50/p95 ms | {percentile(values, 0.5)}/{percentile(values, 0.95)} |"
-        )
+        p50, p95 = percentile(values, 0.5), percentile(values, 0.95)
+        print(f"| retrieval, {label}, p50/p95 ms | {p50}/{p95} |")
     print(f"\n{time.strftime('%Y-%m-%d')}, {n} questions, seed {args.seed}")
 
 
