@@ -64,6 +64,15 @@ def test_a_question_typed_in_the_browser_gets_a_cited_answer_with_source_cards(
             assert "federated" in card.inner_text().lower()
             expect(page.locator(".aqa-card mark").first).to_be_visible()
             page.screenshot(path=str(ARTIFACTS / "ui-answer.png"), full_page=True)
+
+            # a counting question: the counts, and a chart of matching papers per year
+            box.fill("How has work on federated learning grown over the years?")
+            box.press("Enter")
+            chart = page.locator('[data-testid="stVegaLiteChart"]').first
+            expect(chart).to_be_visible(timeout=120_000)
+            expect(page.get_by_text("Papers per venue").last).to_be_visible()
+            assert "papers in the index match" in page.locator("body").inner_text()
+            page.screenshot(path=str(ARTIFACTS / "ui-counts.png"), full_page=True)
         finally:
             browser.close()
     assert (ARTIFACTS / "ui-answer.png").stat().st_size > 10_000
