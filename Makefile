@@ -43,9 +43,11 @@ test: install browser
 test-fast: install
 	$(BIN)/python -m pytest -m "not slow"
 
-# Scale benchmark (not part of make test): 1k, 5k and all 21,958 papers of ../shared/data.
+# Scale benchmark (not part of make test): 1k, 5k and all 21,958 papers of ../shared/data, then
+# author questions over the whole corpus's index.
 bench: install
 	$(BIN)/python bench/run.py --sizes 1000,5000,all
+	AQA_DATA_DIR=/tmp/aqa-bench/n21958/index $(BIN)/python bench/authors.py --questions 200
 
 lint: install
 	$(BIN)/ruff check .
