@@ -128,10 +128,12 @@ def wanted(question: str) -> list[Wanted]:
 
 _COUNT = re.compile(
     r"\b(how many (?:papers|works|studies|articles|publications)|number of (?:papers|works|"
-    r"studies|publications)|how (?:has|have|did) .{0,80}?\b(?:grow[n]?|grew|chang\w*|evolv\w*|"
-    r"develop\w*|increas\w*|decreas\w*)|trends?\b|(?:which|what) venues?\b|where (?:is|are) "
-    r".{0,60}?publish\w*|(?:growth|popularity) of|over the years|per (?:year|venue)|by (?:year|"
-    r"venue))",
+    r"studies|publications)|how (?:has|have|did) (?:the )?(?:work|research|interest|literature|"
+    r"field|number of papers|papers|publications?)\b.{0,80}?\b(?:grow[n]?|grew|chang\w*|"
+    r"evolv\w*|develop\w*|increas\w*|decreas\w*)|(?:research|publication) trends?|trends? in "
+    r"(?:research|work|papers|publications) on|(?:which|what) venues?\b|where (?:is|are) "
+    r"(?:work|research|papers) .{0,60}?publish\w*|(?:growth|popularity) of (?:work|research)|"
+    r"papers? (?:per|by) (?:year|venue))",
     re.IGNORECASE,
 )
 _COUNT_WORDS = re.compile(

@@ -163,3 +163,27 @@ def test_the_relevance_threshold_grows_with_the_index_unless_fixed() -> None:
     assert relevance_threshold(23_800, fixed=0.3) == 0.3
     source = Source(marker=1, paper_id="p", title="t", text="x", score=0.4, lexical=0.6, rank=1)
     assert relevance(source, typicality=0.2) == pytest.approx(0.4 + 0.3 + 0.1)
+
+
+@pytest.mark.parametrize(
+    ("question", "counting"),
+    [
+        ("How has work on graph neural networks grown since 2015?", True),
+        ("Which venues publish most on bandits?", True),
+        ("How many papers study federated learning?", True),
+        ("What are the research trends in offline RL?", True),
+        ("How has the number of papers on GANs changed?", True),
+        ("Where is work on bandits published?", True),
+        ("How has pre-training changed federated learning accuracy?", False),
+        ("What trends does the paper find in the data?", False),
+        ("How many fewer steps than Adam does Sophia need?", False),
+    ],
+)
+def test_counting_questions(question: str, counting: bool) -> None:
+    assert q.is_count(question) is counting
+
+
+def test_the_counted_topic_is_the_question_less_its_counting_words() -> None:
+    assert q.count_topic("How has work on graph neural networks grown?") == "graph neural networks"
+    assert q.count_topic("Which venues publish most on bandits?") == "bandits"
+    assert q.count_topic("How many papers mention zorbulation?") == "zorbulation"
