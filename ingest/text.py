@@ -25,7 +25,7 @@ from pylatexenc.macrospec import MacroSpec
 # it still returns usable text, so those warnings are noise to the user.
 logging.getLogger("pylatexenc").setLevel(logging.ERROR)
 
-RENDER_VERSION = "2"
+RENDER_VERSION = "3"
 """Bump when `plain_text` renders differently: the index re-renders every paper once, updating
 in place what embeds the same and re-embedding what does not."""
 
@@ -56,6 +56,12 @@ def _arg_text(node: Any, l2tobj: LatexNodes2Text, i: int) -> str:
 
 def _url(node: Any, l2tobj: LatexNodes2Text) -> str:
     return _arg_text(node, l2tobj, 0).strip()
+
+
+def _footnote(node: Any, l2tobj: LatexNodes2Text) -> str:
+    # in parentheses: square brackets around text read as a citation marker to the answerer
+    text = _arg_text(node, l2tobj, 1).strip() or _arg_text(node, l2tobj, 0).strip()
+    return f" ({text})" if text else ""
 
 
 def _href(node: Any, l2tobj: LatexNodes2Text) -> str:
@@ -104,6 +110,7 @@ def _latex() -> tuple[_Renderer, Any, Any]:
         macros=[
             MacroTextSpec("url", simplify_repl=_url),
             MacroTextSpec("href", simplify_repl=_href),
+            MacroTextSpec("footnote", simplify_repl=_footnote),
             *(MacroTextSpec(name, simplify_repl=_keys) for name in _CITE_LIKE),
         ],
         prepend=True,

@@ -30,6 +30,10 @@ from ingest.text import normalise_for_id, plain_text
         (r"using \alpha and \ours methods", "using \u03b1 and ours methods"),
         (r"\emph{ensemble} and 40\% and 3%", "ensemble and 40% and 3%"),
         (r"\mbox{TRPO} and \textup{PPO}", "TRPO and PPO"),
+        (
+            r"disparity metrics\footnote{Known as fairness metrics.}. Here",
+            "disparity metrics (Known as fairness metrics.). Here",
+        ),
     ],
 )
 def test_macros_keep_their_words(latex: str, expected: str) -> None:
