@@ -36,8 +36,8 @@ _DECISIONS = ("oral", "spotlight", "poster", "rejected")
 _DECISION = re.compile(
     r"\b(" + "|".join(_DECISIONS) + r")\s+(?:papers?|presentations?|talks?)\b", re.IGNORECASE
 )
-_NAME = r"(?:[A-Z][\w'\u2019-]*\.?|(?:van|der|de|von|la|le|di|da|del|du))"
-_PERSON = rf"({_NAME}(?:\s+{_NAME}){{0,3}})"
+_NAME = r"(?:[A-Z][\w'\u2019-]*\.?|(?:van|der|de|von|la|le|di|da|del|du)\b)"
+_PERSON = rf"([A-Z][\w'\u2019-]*\.?(?:\s+{_NAME}){{0,3}})"  # starts with a capital
 _AUTHOR = re.compile(
     rf"\b(?:(?:papers?|works?|articles?|studies)\s+(?:by|from)\s+{_PERSON}|(?:by|authored by|"
     rf"written by|work of|papers of)\s+{_PERSON}|{_PERSON}\s+et\s+al\.?|{_PERSON}(?:'s|\u2019s)\s+"

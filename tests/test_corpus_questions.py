@@ -206,3 +206,24 @@ def test_counts_show_as_a_chart_and_a_read_filter_can_be_removed(
     assert not at.exception
     last = at.session_state.messages[-1]["answer"]
     assert last.filters["authors"] == [] and last.filters["from_question"] == []
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Which paper is about multi-task learning by deep collaboration?",
+        "Which paper is about regulatory redundancy by learnable global perturbations?",
+        "how is learning by design done?",
+    ],
+)
+def test_lower_case_words_after_by_are_no_author(question: str) -> None:
+    # "de" and "le" are surnames of real authors (Abir De); "by deep ..." names nobody
+    filters, _ = parse_filters(question, set(), None, {"de": [0], "le": [1], "design": [2]})
+    assert filters.authors == []
+
+
+def test_particles_belong_to_a_name() -> None:
+    filters, _ = parse_filters(
+        "papers by Nando de Freitas on learning", set(), None, {"n freitas": [0]}
+    )
+    assert filters.authors == ["Nando de Freitas"]
