@@ -7,6 +7,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from app import question as q
 from app.models import Citation, Source
 from app.retrieve import PaperHit
 from ingest.chunk import count_tokens
@@ -27,6 +28,28 @@ def defuse(text: str) -> str:
     model reads and to what the extractive answerer quotes; the displayed source is unchanged."""
     text = _MARKER.sub(lambda m: f"({m.group(1)})", text)
     return _REFUSAL.sub(lambda m: m.group(0)[:3] + " " + m.group(0)[3:], text)  # "can not"
+
+
+def subject(source: Source, mentioned: int) -> str:
+    """How the answer names a paper: its title, or the name the abstract introduces, or
+    "One paper" / "Another paper" for an untitled one."""
+    if not source.title_derived and source.title.strip():
+        return f"*{defuse(source.title.strip())}*"
+    seen = ""
+    for start, end in sentence_spans(source.text)[:5]:
+        sentence = source.text[start:end]
+        if cue := q.NAMING.search(sentence):
+            # the name the cue introduces ("we propose DecDTW", "a method called DASHA"): the
+            # first after the cue that the abstract has not used before ("a DTW layer")
+            tail = sentence[cue.start() :]
+            new = [n for n in sorted(q.names(tail), key=tail.find) if n not in seen]
+            if new:
+                return defuse(new[0])
+            m = re.search(r"\b(?:propose|introduce|present)s?\s+([A-Z][a-z]{2,}[\w-]*)[,( ]", tail)
+            if m:
+                return defuse(m.group(1))
+        seen += sentence
+    return "One paper" if mentioned == 0 else "Another paper"
 
 
 def to_sources(hits: list[PaperHit]) -> list[Source]:

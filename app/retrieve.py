@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections import defaultdict
@@ -17,7 +16,7 @@ from app.filters import Filters
 from app.question import names
 from app.settings import Settings
 from ingest.embed import Embedder, get_embedder
-from ingest.index import BM25Index, Index, plain_document
+from ingest.index import BM25Index, Index, author_list, plain_document
 
 Mode = Literal["hybrid", "dense", "bm25"]
 Fusion = Literal["rrf", "convex"]
@@ -54,10 +53,7 @@ class PaperHit:
         return " … ".join(plain_document(p.meta, p.text) for p in ordered)
 
     def authors(self) -> list[str]:
-        try:
-            return list(json.loads(self.meta.get("authors", "[]")))
-        except ValueError:
-            return []
+        return author_list(self.meta.get("authors"))
 
 
 class Retriever:

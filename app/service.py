@@ -13,10 +13,10 @@ from typing import Any
 from app.answer import (
     CANNOT_ANSWER,
     check_citations,
-    defuse,
     is_refusal,
     relevance,
     relevance_threshold,
+    subject,
     to_sources,
 )
 from app.count import count_papers, describe
@@ -209,7 +209,7 @@ class QAService:
             h for h in self.retriever.search(topic, filters, k=k, col=col) if h.paper_id in matched
         ]
         sources = to_sources(hits)
-        text = describe(counts, [(_name(s), s.marker) for s in sources[:3]])
+        text = describe(counts, [(subject(s, i), s.marker) for i, s in enumerate(sources[:3])])
         answer = Answer(
             question=question,
             standalone_question=standalone,
@@ -229,10 +229,3 @@ class QAService:
         yield answer.answer
         answer.timings = {"total": round(time.perf_counter() - started, 4)}
         yield answer
-
-
-def _name(source: Source) -> str:
-    if not source.title_derived:
-        return f"*{defuse(source.title)}*"
-    words = source.title.split()
-    return "“" + defuse(" ".join(words[:8])) + ("…" if len(words) > 8 else "") + "”"

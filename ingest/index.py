@@ -423,7 +423,7 @@ class BM25Index:
         a union of these, as fast as the other facets."""
         rows: dict[str, list[int]] = {}
         for i, raw in enumerate(self.facets.get("authors") or []):
-            for name in _author_list(raw):
+            for name in author_list(raw):
                 for key in author_keys(name):
                     rows.setdefault(key, []).append(i)
         return {key: np.unique(np.asarray(r, dtype=np.int64)) for key, r in rows.items()}
@@ -436,7 +436,7 @@ class BM25Index:
         for raw, paper in zip(
             self.facets.get("authors") or [], self.facets["paper_id"], strict=False
         ):
-            for name in _author_list(raw):
+            for name in author_list(raw):
                 if (name, str(paper)) not in seen:
                     seen.add((name, str(paper)))
                     counts[name] += 1
@@ -559,7 +559,7 @@ class BM25Index:
         )
 
 
-def _author_list(raw: Any) -> list[str]:
+def author_list(raw: Any) -> list[str]:
     """Authors as Chroma stores them (a JSON list in a string)."""
     if not isinstance(raw, str) or not raw:
         return []

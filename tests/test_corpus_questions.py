@@ -161,9 +161,7 @@ def test_related_papers_are_the_nearest_others(corpus: Any) -> None:
         service.related("nope", 3)
 
 
-def test_the_cli_filters_by_author_and_lists_related_papers(
-    corpus: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_cli_filters_by_author_and_lists_related_papers(corpus: Any) -> None:
     service, _ = corpus
     env = {
         "AQA_DATA_DIR": str(service.settings.data_dir),

@@ -135,7 +135,7 @@ def test_framing_in_the_third_person(sentence: str, first: bool, framed: str) ->
 
 
 def test_an_untitled_paper_is_named_by_what_it_introduces() -> None:
-    from app.llm.extractive import subject
+    from app.answer import subject
 
     source = Source(
         marker=1,

@@ -13,7 +13,7 @@ def get_provider(settings: Settings, embedder: Embedder) -> Provider:
     if kind == "extractive":
         from app.llm.extractive import ExtractiveProvider
 
-        return ExtractiveProvider(settings, embedder)
+        return ExtractiveProvider(embedder)
     if kind == "openai":
         from app.llm.openai import OpenAIProvider
 

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from app import question as q
-from app.answer import CANNOT_ANSWER, defuse
+from app.answer import CANNOT_ANSWER, defuse, subject
 from app.llm.base import Provider
 from app.models import Source
-from app.settings import Settings
 from ingest.embed import Embedder
 from ingest.index import bm25_tokens
 from ingest.text import sentence_spans
@@ -39,25 +38,21 @@ class Candidate:
     sentence: str
     position: int
     score: float = 0.0
+    vector: np.ndarray | None = None  # the sentence's embedding, once it is embedded
 
 
 class ExtractiveProvider(Provider):
     name = "extractive"
     model = None
 
-    def __init__(self, settings: Settings, embedder: Embedder) -> None:
+    def __init__(self, embedder: Embedder) -> None:
         super().__init__()
-        self.settings = settings
         self.embedder = embedder
 
     def generate(self, question: str, sources: list[Source]) -> Iterator[str]:
         """``sources`` are the relevant ones, best first (the service drops the others)."""
-        relevant = sources
-        if not relevant:
-            yield CANNOT_ANSWER
-            return
         listing = q.is_listing(question)
-        pool = relevant[:MAX_SENTENCES] if listing else relevant[:CANDIDATE_PAPERS]
+        pool = sources[:MAX_SENTENCES] if listing else sources[:CANDIDATE_PAPERS]
         candidates = [
             Candidate(source, defuse(source.text[s:e]), i)
             for source in pool
@@ -105,53 +100,54 @@ class ExtractiveProvider(Provider):
         all. The cheap score misses a sentence that says the answer in other words
         ("DTW layer" for "dynamic time warping"), so the best paper's sentences all get in."""
         top = max(candidates, key=lambda c: c.source.score).source
-        ranked = sorted(
-            range(len(candidates)),
-            key=lambda i: (candidates[i].source is not top, -candidates[i].score),
-        )
-        others = max(0, MAX_EMBEDDED - min(per_paper, OWN_PLACES))
+        ranked = sorted(range(len(candidates)), key=lambda i: -candidates[i].score)
+        own_limit = min(per_paper, OWN_PLACES)
+        keep = [i for i in ranked if candidates[i].source is top][:own_limit]
+        others_limit = MAX_EMBEDDED - own_limit
         taken: dict[int, int] = {}
-        keep: list[int] = []
         for i in ranked:
             paper = id(candidates[i].source)
-            limit = min(per_paper, OWN_PLACES) if candidates[i].source is top else per_paper
-            rest = sum(n for p, n in taken.items() if p != id(top))
-            if taken.get(paper, 0) >= limit or len(keep) >= MAX_EMBEDDED:
+            if candidates[i].source is top or taken.get(paper, 0) >= per_paper:
                 continue
-            if candidates[i].source is not top and rest >= others:
-                continue
+            if sum(taken.values()) >= others_limit or len(keep) >= MAX_EMBEDDED:
+                break
             taken[paper] = taken.get(paper, 0) + 1
             keep.append(i)
         return [candidates[i] for i in sorted(keep)]
 
     def _score_meaning(self, question: str, candidates: list[Candidate]) -> None:
-        """Adds meaning: the embedding similarity of each sentence to the question."""
+        """Adds meaning: the embedding similarity of each sentence to the question. The
+        sentence vectors are kept for comparisons, which match them against each side."""
+        vectors = np.asarray(
+            self.embedder.embed_documents([c.sentence for c in candidates]), dtype=np.float32
+        )
+        for cand, vector in zip(candidates, vectors, strict=True):
+            cand.vector = vector
         for cand, sim in zip(candidates, self._similarity(question, candidates), strict=True):
             cand.score += float(sim)
 
     def _similarity(self, text: str, candidates: list[Candidate]) -> np.ndarray:
+        """Cosine similarity of ``text`` to each (already embedded) candidate sentence."""
         query = np.asarray(self.embedder.embed_query(text), dtype=np.float32)
-        vectors = np.asarray(
-            self.embedder.embed_documents([c.sentence for c in candidates]), dtype=np.float32
-        )
-        return vectors @ query
+        return np.stack([c.vector for c in candidates if c.vector is not None]) @ query
 
     def _compare(self, sides: tuple[str, str], candidates: list[Candidate]) -> list[Candidate]:
         """A sentence for each side of a comparison, from different papers when they differ."""
+        base = np.array([c.score for c in candidates])
         chosen: list[Candidate] = []
         for side in sides:
-            sims = self._similarity(side, candidates)
-            order = np.argsort(-(sims + 0.5 * np.array([c.score for c in candidates])))
+            order = np.argsort(-(self._similarity(side, candidates) + 0.5 * base))
             taken = {id(c.source) for c in chosen}
             pick = next(
                 (candidates[i] for i in order if id(candidates[i].source) not in taken), None
             )
-            if pick is not None and pick not in chosen:
+            if pick is not None:
                 chosen.append(pick)
         return chosen or _best_sentences(candidates)
 
 
 def _by_paper(candidates: list[Candidate]) -> list[list[Candidate]]:
+    """The candidates grouped by paper, papers in order of their first candidate."""
     groups: dict[int, list[Candidate]] = {}
     for cand in candidates:
         groups.setdefault(id(cand.source), []).append(cand)
@@ -274,28 +270,6 @@ def _voice(text: str) -> str:
     return _PRONOUN.sub(lambda m: _PRONOUNS[m.group(1)], text)
 
 
-def subject(source: Source, mentioned: int) -> str:
-    """How the answer names a paper: its title, or the name the abstract introduces, or
-    "One paper" / "Another paper" for an untitled one."""
-    if not source.title_derived and source.title.strip():
-        return f"*{defuse(source.title.strip())}*"
-    seen = ""
-    for start, end in sentence_spans(source.text)[:5]:
-        sentence = source.text[start:end]
-        if cue := q.NAMING.search(sentence):
-            # the name the cue introduces ("we propose DecDTW", "a method called DASHA"): the
-            # first after the cue that the abstract has not used before ("a DTW layer")
-            tail = sentence[cue.start() :]
-            new = [n for n in sorted(q.names(tail), key=tail.find) if n not in seen]
-            if new:
-                return defuse(new[0])
-            m = re.search(r"\b(?:propose|introduce|present)s?\s+([A-Z][a-z]{2,}[\w-]*)[,( ]", tail)
-            if m:
-                return defuse(m.group(1))
-        seen += sentence
-    return "One paper" if mentioned == 0 else "Another paper"
-
-
 def frame(sentence: str, who: str, marker: int, first: bool, context: str = "") -> str:
     """One quoted sentence in the third person, naming its paper on first mention. A capital
     that starts the sentence is lowered after "reports that" unless the word is a name: part
@@ -339,10 +313,7 @@ def _upper(lead: str) -> str:
 def render(chosen: list[Candidate], listing: bool) -> Iterator[str]:
     """The chosen sentences as answer text: grouped by paper (in order of first choice), each
     paper's sentences in their order in the abstract; a listing gets one line per paper."""
-    groups: dict[int, list[Candidate]] = {}
-    for cand in chosen:
-        groups.setdefault(id(cand.source), []).append(cand)
-    for n, mine in enumerate(groups.values()):
+    for n, mine in enumerate(_by_paper(chosen)):
         mine.sort(key=lambda c: c.position)
         who = subject(mine[0].source, n)
         for i, cand in enumerate(mine):
