@@ -11,8 +11,8 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from app.models import Answer, Source
     from app.service import QAService
+    from core.models import Answer, Source
 
 __all__ = ["Answer", "QAService", "ask", "related"]
 
@@ -46,7 +46,7 @@ def __getattr__(name: str) -> Any:
 
         return QAService
     if name == "Answer":
-        from app.models import Answer
+        from core.models import Answer
 
         return Answer
     raise AttributeError(name)

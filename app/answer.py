@@ -8,18 +8,17 @@ import re
 from dataclasses import dataclass, field
 
 from app import question as q
-from app.models import Citation, Source
-from app.retrieve import PaperHit
-from ingest.chunk import count_tokens
-from ingest.index import bm25_tokens, plain_title
-from ingest.text import sentence_spans
+from core.models import Citation, Source
+from core.text import sentence_spans
+from core.tokens import count_tokens, words
 
 CANNOT_ANSWER = "I cannot answer this from the indexed abstracts."
 """The one refusal sentence: providers say it, code and the evaluation check for it."""
 
 _MARKER = re.compile(r"\[(\s*\d+\s*(?:[,;]\s*\d+\s*)*)\]")
 _TRAILING_MARKERS = re.compile(r"\s*([.!?])\s*((?:\[\d+\])+)")
-_REFUSAL = re.compile(r"cannot answer this from the indexed abstracts", re.IGNORECASE)
+# the sentence without its subject, so "We cannot answer ..." and "It cannot ..." count too
+_REFUSAL = re.compile(re.escape(CANNOT_ANSWER.removeprefix("I ").rstrip(".")), re.IGNORECASE)
 
 
 def defuse(text: str) -> str:
@@ -50,28 +49,6 @@ def subject(source: Source, mentioned: int) -> str:
                 return defuse(m.group(1))
         seen += sentence
     return "One paper" if mentioned == 0 else "Another paper"
-
-
-def to_sources(hits: list[PaperHit]) -> list[Source]:
-    return [
-        Source(
-            marker=i,
-            paper_id=hit.paper_id,
-            title=plain_title(hit.meta, hit.paper_id),
-            title_derived=bool(hit.meta.get("title_derived", False)),
-            authors=hit.authors(),
-            year=hit.meta.get("year"),
-            venue=hit.meta.get("venue"),
-            decision=hit.meta.get("decision"),
-            url=hit.meta.get("url"),
-            text=hit.text,
-            chunk_ids=[p.chunk_id for p in hit.passages],
-            score=round(hit.similarity, 4),
-            lexical=round(hit.lexical, 4),
-            rank=i,
-        )
-        for i, hit in enumerate(hits, start=1)
-    ]
 
 
 def format_sources(sources: list[Source], budget_tokens: int) -> tuple[str, list[Source]]:
@@ -182,8 +159,8 @@ def supporting_sentences(source_text: str, claims: list[str], most: int = 2) -> 
     sentences = [source_text[s:e] for s, e in sentence_spans(source_text)]
     if not sentences:
         return []
-    wanted = set().union(*(set(t) for t in bm25_tokens(claims))) if claims else set()
-    tokenized = bm25_tokens(sentences)
+    wanted = set().union(*(set(t) for t in words(claims))) if claims else set()
+    tokenized = words(sentences)
     scored = sorted(
         (
             (len(wanted & set(toks)) / (1 + len(set(toks))) ** 0.5, i)

@@ -11,9 +11,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TimeRemainingColumn
 from rich.table import Table
 
-from app.errors import AQAError
-from app.models import Answer, IndexStats, IngestReport
-from app.settings import Settings, get_settings
+from core.errors import AQAError
+from core.models import MODES, Answer, IndexStats, IngestReport
+from core.settings import Settings, get_settings
 
 cli = typer.Typer(
     add_completion=False,
@@ -43,11 +43,11 @@ def ingest_command(
     ),
 ) -> None:
     """Read abstracts into the index. Re-running adds only what changed."""
-    from ingest.index import index_stats
     from ingest.pipeline import ingest
+    from store.index import Index
 
     settings = get_settings()
-    if if_empty and not rebuild and index_stats(settings).papers > 0:
+    if if_empty and not rebuild and Index(settings).stats().papers > 0:
         out.print("The index already holds papers; nothing to do (--if-empty).")
         return
     show_bar = not as_json and sys.stderr.isatty()
@@ -118,13 +118,13 @@ def ask_command(
         "--ignore-filter",
         help="Do not read this filter from the question: year, venues, decisions or authors.",
     ),
-    mode: str = typer.Option("hybrid", "--mode", help="hybrid, dense or bm25 retrieval."),
+    mode: str = typer.Option("hybrid", "--mode", help="Retrieval: " + ", ".join(MODES) + "."),
 ) -> None:
     """Answer a question from the indexed abstracts, citing them."""
     from app.service import QAService
 
-    if mode not in ("hybrid", "dense", "bm25"):
-        raise typer.BadParameter("choose hybrid, dense or bm25", param_hint="--mode")
+    if mode not in MODES:
+        raise typer.BadParameter(f"choose one of {', '.join(MODES)}", param_hint="--mode")
     service = QAService()
     events = service.stream(
         question,
@@ -158,7 +158,7 @@ def _print_answer(answer: Answer, already_streamed: bool) -> None:
         out.print(f"(removed citations to missing sources: {', '.join(answer.invalid_citations)})")
     if answer.filters_applied != "none":
         out.print(f"Filters: {answer.filters_applied}", highlight=False)
-    shown = [s for s in answer.sources if s.cited] if not answer.abstained else []
+    shown = answer.cited_sources
     if answer.abstained and answer.sources:
         out.print("Closest passages (not relevant enough to answer):")
         shown = answer.sources[:3]
@@ -263,9 +263,9 @@ def stats_command(
     as_json: bool = typer.Option(False, "--json", help="Print the statistics as JSON."),
 ) -> None:
     """What the index holds: papers, chunks, venues, years, model, data directory."""
-    from ingest.index import index_stats
+    from store.index import Index
 
-    stats = index_stats(get_settings())
+    stats = Index(get_settings()).stats()
     if as_json:
         typer.echo(stats.model_dump_json(indent=2))
         return

@@ -5,13 +5,12 @@ by year, venue and decision; no model guesses a number."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 import numpy as np
 
-from app.filters import Filters
-from app.models import Counts
 from app.retrieve import Retriever
+from core.models import Counts, Filters
+from store.index import Snapshot
 
 MIN_SIMILARITY = 0.55
 """A paper matches a topic when one of its chunks holds every word of the topic, or is this
@@ -19,15 +18,14 @@ close to it in meaning (cosine similarity of all-MiniLM-L6-v2)."""
 
 
 def count_papers(
-    retriever: Retriever, topic: str, filters: Filters, col: Any = None
+    retriever: Retriever, topic: str, filters: Filters, at: Snapshot | None = None
 ) -> tuple[Counts, list[str]]:
     """The counts for ``topic`` under ``filters``, and the matching paper ids, nearest first."""
-    col = col if col is not None else retriever.open()
-    bm25 = retriever.bm25(col)
-    qvec = np.asarray(retriever.embedder.embed_query(topic), dtype=np.float32)
+    bm25 = (at or retriever.open()).bm25
+    qvec = retriever.embed(topic)
     sims = bm25.vectors @ qvec if len(bm25.chunk_ids) else np.zeros(0, dtype=np.float32)
     matched = bm25.holding_all(topic) | (sims >= MIN_SIMILARITY)
-    mask = filters.mask(bm25.facet_arrays, bm25.author_rows)
+    mask = bm25.passing(filters)
     if mask is not None:
         matched &= mask
     best: dict[str, tuple[float, int]] = {}

@@ -19,14 +19,14 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from app.answer import format_sources
-from app.errors import InputError
-from app.models import Answer
+from app.llm.base import ChatProvider
 from app.prompts import load_prompt
-from app.retrieve import Mode
 from app.service import QAService
-from app.settings import Settings
-from ingest.index import Index
-from ingest.text import plain_text
+from core.errors import InputError
+from core.models import MODES, Answer, Mode
+from core.settings import Settings
+from core.text import plain_text
+from store.index import Index
 
 # USD per million tokens (input, output), for the cost line; unknown models report tokens only.
 PRICES = {"gpt-4o-mini": (0.15, 0.60), "gpt-4o": (2.50, 10.00), "gpt-4.1-mini": (0.40, 1.60)}
@@ -238,18 +238,15 @@ def _percentile(values: list[float], p: float) -> float:
 
 def judge(service: QAService, answer: Answer) -> dict[str, int] | None:
     """Correctness and faithfulness, 1 to 5, from the configured chat model; None without one."""
-    complete: Callable[[list[tuple[str, str]]], Any] | None = getattr(
-        service.provider, "complete", None
-    )
-    if complete is None or answer.abstained:
+    provider = service.provider
+    if not isinstance(provider, ChatProvider) or answer.abstained:
         return None
     block, _ = format_sources(answer.sources, service.settings.context_tokens)
     prompt = load_prompt("judge.user").format(
         sources=block, question=answer.question, answer=answer.answer
     )
-    saved = service.provider.usage
-    reply = "".join(complete([("user", prompt)]))
-    service.provider.usage = saved
+    # its own call, in JSON mode: the answer's usage is untouched, and the scores parse
+    reply = provider.complete([("user", prompt)], json=True).text()
     scores = {}
     for name in ("correctness", "faithfulness"):
         m = re.search(rf'"?{name}"?\s*[:=]\s*([1-5])', reply, re.IGNORECASE)
@@ -360,17 +357,13 @@ def parse_variant(spec: str) -> tuple[str, dict[str, Any], Mode]:
             key, value = (x.strip() for x in part.split("=", 1))
             overrides[key] = value
     mode = str(overrides.pop("mode", "hybrid"))
-    if mode not in ("hybrid", "dense", "bm25"):
-        raise InputError(f"--compare {spec!r}: mode must be hybrid, dense or bm25")
+    if mode not in MODES:
+        raise InputError(f"--compare {spec!r}: mode must be one of {', '.join(MODES)}")
     return spec, overrides, mode  # type: ignore[return-value]
 
 
 def known_paper_ids(settings: Settings) -> set[str]:
-    index = Index(settings)
-    col = index.collection()
-    if col is None:
-        return set()
-    return {str(row["meta"].get("paper_id")) for row in index.scan(col)}
+    return Index(settings).paper_ids()
 
 
 METRICS = [

@@ -1,4 +1,6 @@
-"""Metadata filters: given explicitly, or read from the question ("ICLR 2024 papers on ...")."""
+"""Metadata filters read from the question ("ICLR 2024 papers on ...", "papers by Levine").
+
+The `Filters` record is in `core.models`; the store applies it (`BM25Index.passing`)."""
 
 from __future__ import annotations
 
@@ -6,10 +8,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import numpy as np
-from pydantic import BaseModel, Field
-
-from ingest.text import author_query_key
+from core.models import Filters
+from core.text import author_query_key
 
 _Y = r"((?:19[5-9]|20\d)\d)"
 _NOT_AFTER = (
@@ -44,120 +44,6 @@ _AUTHOR = re.compile(
     rf"(?:work|papers?|research|studies|articles?))"
 )
 VENUE_ALIASES = {"nips": "neurips"}
-
-
-class Filters(BaseModel):
-    """Which papers may be retrieved. Empty lists and None mean no restriction."""
-
-    year_from: int | None = Field(default=None, description="Earliest year, inclusive.")
-    year_to: int | None = Field(default=None, description="Latest year, inclusive.")
-    venues: list[str] = Field(default_factory=list, description="Venues, case-insensitive.")
-    decisions: list[str] = Field(default_factory=list, description="Decisions, e.g. Oral.")
-    authors: list[str] = Field(
-        default_factory=list,
-        description="Authors, as people write them: case, accents and initials do not matter "
-        '("Schölkopf", "Scholkopf", "B. Schölkopf"). A paper passes with any of them.',
-    )
-    from_question: list[str] = Field(
-        default_factory=list, description="Which of the filters were read from the question."
-    )
-
-    @property
-    def active(self) -> bool:
-        return bool(
-            self.year_from is not None
-            or self.year_to is not None
-            or self.venues
-            or self.decisions
-            or self.authors
-        )
-
-    def describe(self) -> str:
-        parts = []
-        if self.venues:
-            parts.append("venue " + " or ".join(self.venues))
-        if self.year_from is not None and self.year_from == self.year_to:
-            parts.append(f"year {self.year_from}")
-        elif self.year_from is not None and self.year_to is not None:
-            parts.append(f"years {self.year_from} to {self.year_to}")
-        elif self.year_from is not None:
-            parts.append(f"years from {self.year_from}")
-        elif self.year_to is not None:
-            parts.append(f"years up to {self.year_to}")
-        if self.decisions:
-            parts.append("decision " + " or ".join(self.decisions))
-        if self.authors:
-            parts.append("author " + " or ".join(self.authors))
-        return ", ".join(parts) or "none"
-
-    def merged_over(self, parsed: Filters) -> Filters:
-        """These (explicit) filters, with the question's filling only what was not given."""
-        fields = ("year_from", "year_to", "venues", "decisions", "authors")
-        merged: dict[str, Any] = {}
-        used: list[str] = []
-        years_given = self.year_from is not None or self.year_to is not None
-        for name in fields:
-            mine, theirs = getattr(self, name), getattr(parsed, name)
-            explicit = years_given if name.startswith("year") else bool(mine)
-            merged[name] = mine if explicit else theirs
-            if not explicit and theirs not in (None, []):
-                used.append(name)
-        return Filters(**merged, from_question=used)
-
-    def without(self, names: Iterable[str]) -> Filters:
-        """These filters less the named ones ("year", "venues", "decisions", "authors")."""
-        drop = set(names)
-        update: dict[str, Any] = {}
-        if "year" in drop:
-            update |= {"year_from": None, "year_to": None}
-        update |= {name: [] for name in ("venues", "decisions", "authors") if name in drop}
-        kept = [f for f in self.from_question if f not in drop and f.split("_")[0] not in drop]
-        return self.model_copy(update={**update, "from_question": kept})
-
-    def chroma_where(self) -> dict[str, Any] | None:
-        """The filters as Chroma's ``where`` (authors cannot be: the caller scans locally)."""
-        clauses: list[dict[str, Any]] = []
-        if self.year_from is not None:
-            clauses.append({"year": {"$gte": self.year_from}})
-        if self.year_to is not None:
-            clauses.append({"year": {"$lte": self.year_to}})
-        if self.venues:
-            clauses.append({"venue_key": {"$in": [v.casefold() for v in self.venues]}})
-        if self.decisions:
-            clauses.append({"decision_key": {"$in": [d.casefold() for d in self.decisions]}})
-        if not clauses:
-            return None
-        return clauses[0] if len(clauses) == 1 else {"$and": clauses}
-
-    def mask(
-        self, facets: dict[str, np.ndarray], authors: Mapping[str, np.ndarray] | None = None
-    ) -> np.ndarray | None:
-        """A boolean array over BM25 chunks: True where the chunk passes the filters.
-
-        ``facets`` holds one array per facet: ``year`` as integers (-1 when unknown), ``venue``
-        and ``decision`` case-folded ("" when unknown); ``authors`` maps an author key
-        (`author_keys`) to the rows of that author's chunks."""
-        if not self.active:
-            return None
-        years = facets["year"]
-        keep = np.ones(len(years), dtype=bool)
-        if self.year_from is not None or self.year_to is not None:
-            keep &= years >= 0
-            if self.year_from is not None:
-                keep &= years >= self.year_from
-            if self.year_to is not None:
-                keep &= years <= self.year_to
-        for name, wanted in (("venue", self.venues), ("decision", self.decisions)):
-            if wanted:
-                keep &= np.isin(facets[name], [w.casefold() for w in wanted])
-        if self.authors:
-            by_author = np.zeros(len(years), dtype=bool)
-            for name in self.authors:
-                key = author_query_key(name)
-                if key is not None and authors is not None and key in authors:
-                    by_author[authors[key]] = True
-            keep &= by_author
-        return keep
 
 
 def parse_filters(

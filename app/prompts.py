@@ -6,7 +6,7 @@ import string
 from functools import cache
 from pathlib import Path
 
-from app.errors import ConfigError
+from core.errors import ConfigError
 
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 

@@ -2,46 +2,52 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from app.errors import EmptyIndexError, InputError
-from app.filters import Filters
 from app.question import names
-from app.settings import Settings
+from core.errors import InputError
+from core.models import Filters, Mode, Source, paper_of
+from core.settings import Settings
 from ingest.embed import Embedder, get_embedder
-from ingest.index import BM25Index, Index, author_list, plain_document
+from store.bm25 import BM25Index
+from store.index import Index, Snapshot
+from store.records import StoredChunk, search_text
 
-Mode = Literal["hybrid", "dense", "bm25"]
 Fusion = Literal["rrf", "convex"]
 RRF_K = 60
 
 
 @dataclass
 class Passage:
-    chunk_id: str
-    text: str
-    meta: dict[str, Any]
+    chunk: StoredChunk
     similarity: float = 0.0
     fused: float = 0.0
+
+    @property
+    def chunk_id(self) -> str:
+        return self.chunk.chunk_id
 
 
 @dataclass
 class PaperHit:
     paper_id: str
     passages: list[Passage] = field(default_factory=list)
-    fused: float = 0.0
     lexical: float = 0.0
 
     @property
-    def meta(self) -> dict[str, Any]:
-        return self.passages[0].meta
+    def head(self) -> StoredChunk:
+        """The best passage's chunk: it carries the paper's metadata."""
+        return self.passages[0].chunk
+
+    @property
+    def fused(self) -> float:
+        return max(p.fused for p in self.passages)
 
     @property
     def similarity(self) -> float:
@@ -49,15 +55,50 @@ class PaperHit:
 
     @property
     def text(self) -> str:
-        ordered = sorted(self.passages, key=lambda p: int(p.meta.get("chunk_index", 0)))
-        return " … ".join(plain_document(p.meta, p.text) for p in ordered)
+        ordered = sorted(self.passages, key=lambda p: p.chunk.index)
+        return " … ".join(p.chunk.plain for p in ordered)
 
-    def authors(self) -> list[str]:
-        return author_list(self.meta.get("authors"))
+    @property
+    def search_text(self) -> str:
+        """What lexical coverage reads: the same title and text BM25 indexed."""
+        return search_text(self.head.plain_title, self.head.title_derived, self.text)
+
+    def to_source(self, marker: int) -> Source:
+        head = self.head
+        return Source(
+            marker=marker,
+            paper_id=self.paper_id,
+            title=head.plain_title,
+            title_derived=head.title_derived,
+            authors=list(head.authors),
+            year=head.year,
+            venue=head.venue,
+            decision=head.decision,
+            url=head.url,
+            text=self.text,
+            chunk_ids=[p.chunk_id for p in self.passages],
+            score=round(self.similarity, 4),
+            lexical=round(self.lexical, 4),
+        )
+
+
+def to_sources(hits: list[PaperHit]) -> list[Source]:
+    """Hits as the sources an answer cites, numbered from 1 in rank order."""
+    return [hit.to_source(i) for i, hit in enumerate(hits, start=1)]
+
+
+@dataclass
+class Ranking:
+    """Candidate chunks of one search: each ranker's order and every candidate's scores."""
+
+    dense: list[str] = field(default_factory=list)
+    bm25: list[str] = field(default_factory=list)
+    similarity: dict[str, float] = field(default_factory=dict)
+    lexical: dict[str, float] = field(default_factory=dict)
 
 
 class Retriever:
-    """Loads the model, client and BM25 index once; every search reuses them."""
+    """Loads the model and opens the store once; every search reuses them."""
 
     def __init__(self, settings: Settings, embedder: Embedder | None = None) -> None:
         self.settings = settings
@@ -67,60 +108,44 @@ class Retriever:
         # each one and slow the next query embedding in torch: measured at 22k, a filtered
         # search took 56/116 ms p50/p95 with two BLAS threads, 29/35 ms with one.
         threadpool_limits(1, user_api="blas")
-        self._bm25: BM25Index | None = None
-        self._lock = threading.Lock()
 
-    def open(self) -> Any:
-        """The collection, checked for model and emptiness (one round trip to a Chroma server)."""
-        col = self.index.collection(self.embedder.spec)
-        if col is None or col.count() == 0:
-            raise EmptyIndexError(
-                f"The index in {self.index.where()} is empty. Add papers with "
-                "`abstract-qa ingest PATH` (the bundled sample: `make run` or "
-                "`abstract-qa ingest data/sample`)."
-            )
-        return col
+    def open(self) -> Snapshot:
+        """The index as it is now (one round trip to a Chroma server); pass it to the calls of
+        one question so they all see the same generation."""
+        return self.index.snapshot(self.embedder.spec)
 
-    def bm25(self, col: Any) -> BM25Index:
-        generation = Index.generation(col)
-        with self._lock:
-            if self._bm25 is None or self._bm25.generation != generation:
-                self._bm25 = self.index.load_bm25(col)
-            return self._bm25
+    def embed(self, text: str) -> np.ndarray:
+        return np.asarray(self.embedder.embed_query(text), dtype=np.float32)
 
-    def typicality(self, query: str, col: Any = None) -> tuple[float, int]:
+    # --- what the index knows ----------------------------------------------------------------
+    def typicality(self, query: str, at: Snapshot | None = None) -> tuple[float, int]:
         """How typical of the corpus the query is (cosine similarity to the mean chunk vector),
         and how many chunks the corpus has."""
-        col = col if col is not None else self.open()
-        bm25 = self.bm25(col)
+        bm25 = (at or self.open()).bm25
         if not len(bm25.centroid):
             return 0.0, 0
-        qvec = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
-        return float(qvec @ bm25.centroid), len(bm25.chunk_ids)
+        return float(self.embed(query) @ bm25.centroid), len(bm25.chunk_ids)
 
-    def unseen_names(self, question: str, col: Any = None) -> list[str]:
+    def unseen_names(self, question: str, at: Snapshot | None = None) -> list[str]:
         """Names in the question (DecDTW, GPT-4, XYZZY-3) that no indexed abstract contains."""
-        col = col if col is not None else self.open()
-        return self.bm25(col).unseen(sorted(names(question)))
+        return (at or self.open()).bm25.unseen(sorted(names(question)))
 
-    def known_venues(self, col: Any = None) -> set[str]:
-        col = col if col is not None else self.open()
-        return {v for v in self.bm25(col).facets["venue"] if isinstance(v, str)}
+    def known_venues(self, at: Snapshot | None = None) -> set[str]:
+        return {v for v in (at or self.open()).bm25.facets["venue"] if isinstance(v, str)}
 
-    def known_years(self, col: Any = None) -> set[int]:
-        col = col if col is not None else self.open()
-        return {int(y) for y in set(self.bm25(col).facet_arrays["year"].tolist()) if y >= 0}
+    def known_years(self, at: Snapshot | None = None) -> set[int]:
+        years = (at or self.open()).bm25.facet_arrays["year"]
+        return {int(y) for y in set(years.tolist()) if y >= 0}
 
-    def known_authors(self, col: Any = None) -> dict[str, np.ndarray]:
+    def known_authors(self, at: Snapshot | None = None) -> dict[str, np.ndarray]:
         """Author keys ("levine", "s levine") to their chunk rows."""
-        col = col if col is not None else self.open()
-        return self.bm25(col).author_rows
+        return (at or self.open()).bm25.author_rows
 
-    def author_names(self, col: Any = None) -> list[str]:
+    def author_names(self, at: Snapshot | None = None) -> list[str]:
         """Every author as written in the corpus, most papers first."""
-        col = col if col is not None else self.open()
-        return self.bm25(col).author_names
+        return (at or self.open()).bm25.author_names
 
+    # --- search ------------------------------------------------------------------------------
     def search(
         self,
         query: str,
@@ -131,81 +156,95 @@ class Retriever:
         timings: dict[str, float] | None = None,
         fusion: Fusion | None = None,
         dense_weight: float | None = None,
-        col: Any = None,
+        at: Snapshot | None = None,
     ) -> list[PaperHit]:
         """The top ``k`` papers for ``query``, each with up to ``chunks_per_paper`` passages."""
         timings = timings if timings is not None else {}
-        filters = filters or Filters()
         k = k or self.settings.top_k
-        fusion = fusion or self.settings.fusion
-        weight = self.settings.dense_weight if dense_weight is None else dense_weight
         depth = max(50, k * chunks_per_paper * 5)
-        col = col if col is not None else self.open()
-        bm25 = self.bm25(col)
+        at = at or self.open()
+        mask = at.bm25.passing(filters or Filters())
 
         t = time.perf_counter()
-        qvec = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
+        qvec = self.embed(query)
         timings["embed_query"] = time.perf_counter() - t
-
-        position = bm25.position
-        mask = filters.mask(bm25.facet_arrays, bm25.author_rows)
-        # Ranking needs only ids and scores; text and metadata are fetched for the winners.
-        similarity: dict[str, float] = {}
-        dense_ranking: list[str] = []
+        ranking = Ranking()
         if mode in ("hybrid", "dense"):
             t = time.perf_counter()
-            if mask is None:
-                dense_ranking, sims = self._dense(col, qvec, depth)
-            else:
-                # Filtered: an exact scan of the chunk vectors held beside BM25, masked. One
-                # matrix-vector product (~3 ms at 22k) beats Chroma's metadata filter (30 ms and
-                # more when few chunks pass), and it filters by author, which Chroma cannot.
-                dense_ranking, sims = self._scan(bm25, qvec, mask, depth)
-            similarity.update(zip(dense_ranking, sims, strict=True))
+            ranking.dense = self._rank_dense(at, qvec, mask, depth, ranking.similarity)
             timings["dense"] = time.perf_counter() - t
-
         t = time.perf_counter()
-        scores = bm25.scores(query)
-        if mask is not None:
-            scores = np.where(mask, scores, 0.0)
-        bm25_ranking: list[str] = []
-        if mode in ("hybrid", "bm25") and len(scores):
-            top = np.argpartition(-scores, min(depth, len(scores) - 1))[:depth]
-            top = top[np.argsort(-scores[top])]
-            bm25_ranking = [bm25.chunk_ids[i] for i in top if scores[i] > 0]
-            rows = [position[cid] for cid in bm25_ranking if cid not in similarity]
-            if rows:
-                for row, sim in zip(rows, bm25.vectors[rows] @ qvec, strict=True):
-                    similarity[bm25.chunk_ids[row]] = float(sim)
+        scores = self._rank_bm25(at.bm25, query, qvec, mask, depth, mode, ranking)
         timings["bm25"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        lexical = {
-            cid: float(scores[position[cid]]) if cid in position else 0.0 for cid in similarity
-        }
-        fused = fuse(fusion, weight, dense_ranking, bm25_ranking, similarity, lexical)
-        paper_of = bm25.facets["paper_id"]
-        chosen: dict[str, list[str]] = {}
-        for cid in sorted(fused, key=lambda c: -fused[c]):
-            # a chunk added since the BM25 snapshot is not in `position`; its id names its paper
-            pid = str(paper_of[position[cid]]) if cid in position else cid.rsplit(":", 1)[0]
-            if pid not in chosen and len(chosen) == k:
-                continue
-            if len(chosen.setdefault(pid, [])) < chunks_per_paper:
-                chosen[pid].append(cid)
-        ranked = self._fetch(col, chosen, similarity, fused)
-        if ranked:
-            texts = [f"{h.meta.get('title', '')}. {h.text}" for h in ranked]
-            for hit, cov in zip(ranked, bm25.coverage(query, texts), strict=True):
-                hit.lexical = cov
+        fused = fuse(
+            fusion or self.settings.fusion,
+            self.settings.dense_weight if dense_weight is None else dense_weight,
+            ranking.dense,
+            ranking.bm25,
+            ranking.similarity,
+            {cid: lexical_score(at.bm25, scores, cid) for cid in ranking.similarity},
+        )
+        chosen = by_paper(fused, k, chunks_per_paper, at.bm25)
+        hits = self._fetch(at, chosen, ranking.similarity, fused)
+        for hit, share in zip(
+            hits, at.bm25.coverage(query, [h.search_text for h in hits]), strict=True
+        ):
+            hit.lexical = share
         timings["fuse"] = time.perf_counter() - t
-        return ranked
+        return hits
 
-    def related(self, paper_id: str, k: int = 5, col: Any = None) -> list[PaperHit]:
+    def _rank_dense(
+        self,
+        at: Snapshot,
+        qvec: np.ndarray,
+        mask: np.ndarray | None,
+        depth: int,
+        similarity: dict[str, float],
+    ) -> list[str]:
+        """The nearest chunks by meaning, best first; their similarities go to ``similarity``."""
+        if mask is None:
+            ids, sims = at.chunks.nearest(qvec, depth)
+        else:
+            # Filtered: an exact scan of the chunk vectors held beside BM25, masked. One
+            # matrix-vector product (~3 ms at 22k) beats Chroma's metadata filter (30 ms and
+            # more when few chunks pass), and it filters by author, which Chroma cannot.
+            ids, sims = scan(at.bm25, qvec, mask, depth)
+        similarity.update(zip(ids, sims, strict=True))
+        return ids
+
+    @staticmethod
+    def _rank_bm25(
+        bm25: BM25Index,
+        query: str,
+        qvec: np.ndarray,
+        mask: np.ndarray | None,
+        depth: int,
+        mode: Mode,
+        ranking: Ranking,
+    ) -> np.ndarray:
+        """BM25 scores of every chunk; in hybrid and bm25 mode, the best ``depth`` go to
+        ``ranking.bm25`` and get their dense similarity from the stored vectors."""
+        scores = bm25.scores(query)
+        if mask is not None:
+            scores = np.where(mask, scores, 0.0)
+        if mode not in ("hybrid", "bm25") or not len(scores):
+            return scores
+        top = np.argpartition(-scores, min(depth, len(scores) - 1))[:depth]
+        top = top[np.argsort(-scores[top])]
+        ranking.bm25 = [bm25.chunk_ids[i] for i in top if scores[i] > 0]
+        rows = [bm25.position[cid] for cid in ranking.bm25 if cid not in ranking.similarity]
+        if rows:
+            for row, sim in zip(rows, bm25.vectors[rows] @ qvec, strict=True):
+                ranking.similarity[bm25.chunk_ids[row]] = float(sim)
+        return scores
+
+    def related(self, paper_id: str, k: int = 5, at: Snapshot | None = None) -> list[PaperHit]:
         """The ``k`` papers nearest to ``paper_id``: the mean of its chunk vectors against every
         other chunk, exactly (the vectors sit beside BM25)."""
-        col = col if col is not None else self.open()
-        bm25 = self.bm25(col)
+        at = at or self.open()
+        bm25 = at.bm25
         papers = np.array([str(p) for p in bm25.facets["paper_id"]])
         own = papers == paper_id
         if not own.any():
@@ -227,63 +266,63 @@ class Retriever:
                 cid = bm25.chunk_ids[row]
                 chosen[pid] = [cid]
                 similarity[cid] = float(sims[row])
-        return self._fetch(col, chosen, similarity, similarity)
-
-    @staticmethod
-    def _scan(
-        bm25: BM25Index, qvec: np.ndarray, mask: np.ndarray, n: int
-    ) -> tuple[list[str], list[float]]:
-        """The ``n`` nearest chunks that pass ``mask``, by exact cosine similarity."""
-        passing = int(mask.sum())
-        if not passing:
-            return [], []
-        sims = np.where(mask, bm25.vectors @ qvec, -np.inf)
-        n = min(n, passing)
-        top = np.argpartition(-sims, n - 1)[:n] if n < len(sims) else np.arange(len(sims))
-        top = top[np.argsort(-sims[top], kind="stable")]
-        return [bm25.chunk_ids[i] for i in top], [float(sims[i]) for i in top]
-
-    @staticmethod
-    def _dense(
-        col: Any, qvec: np.ndarray, n: int, where: dict[str, Any] | None = None
-    ) -> tuple[list[str], list[float]]:
-        """Chroma's nearest chunks: ids and cosine similarities, best first."""
-        found = col.query(
-            query_embeddings=[qvec.tolist()], n_results=n, where=where, include=["distances"]
-        )
-        distances = (found["distances"] or [[]])[0]
-        return list(found["ids"][0]), [1.0 - float(d) for d in distances]
+        return self._fetch(at, chosen, similarity, similarity)
 
     @staticmethod
     def _fetch(
-        col: Any,
+        at: Snapshot,
         chosen: dict[str, list[str]],
         similarity: dict[str, float],
         fused: dict[str, float],
     ) -> list[PaperHit]:
         """Text and metadata of the chosen chunks in one request; a chunk deleted since the
         ranking (a concurrent re-ingest) is dropped."""
-        wanted = [cid for cids in chosen.values() for cid in cids]
-        if not wanted:
-            return []
-        got = col.get(ids=wanted, include=["metadatas", "documents"])
-        rows = {
-            cid: (doc or "", dict(meta or {}))
-            for cid, doc, meta in zip(
-                got["ids"], got["documents"] or [], got["metadatas"] or [], strict=True
-            )
-        }
+        records = at.chunks.get([cid for cids in chosen.values() for cid in cids])
         hits: list[PaperHit] = []
         for pid, cids in chosen.items():
-            hit = PaperHit(pid)
-            for cid in cids:
-                if cid in rows:
-                    doc, meta = rows[cid]
-                    hit.passages.append(Passage(cid, doc, meta, similarity[cid], fused[cid]))
-            if hit.passages:
-                hit.fused = max(p.fused for p in hit.passages)
-                hits.append(hit)
+            passages = [
+                Passage(records[cid], similarity[cid], fused[cid]) for cid in cids if cid in records
+            ]
+            if passages:
+                hits.append(PaperHit(pid, passages))
         return hits
+
+
+def scan(
+    bm25: BM25Index, qvec: np.ndarray, mask: np.ndarray, n: int
+) -> tuple[list[str], list[float]]:
+    """The ``n`` nearest chunks that pass ``mask``, by exact cosine similarity."""
+    passing = int(mask.sum())
+    if not passing:
+        return [], []
+    sims = np.where(mask, bm25.vectors @ qvec, -np.inf)
+    n = min(n, passing)
+    top = np.argpartition(-sims, n - 1)[:n] if n < len(sims) else np.arange(len(sims))
+    top = top[np.argsort(-sims[top], kind="stable")]
+    return [bm25.chunk_ids[i] for i in top], [float(sims[i]) for i in top]
+
+
+def lexical_score(bm25: BM25Index, scores: np.ndarray, cid: str) -> float:
+    """A candidate's BM25 score (0 for a chunk added since the BM25 snapshot)."""
+    row = bm25.position.get(cid)
+    return 0.0 if row is None else float(scores[row])
+
+
+def by_paper(
+    fused: dict[str, float], k: int, per_paper: int, bm25: BM25Index
+) -> dict[str, list[str]]:
+    """The best ``k`` papers' chunk ids, at most ``per_paper`` each, best first."""
+    paper_ids = bm25.facets["paper_id"]
+    chosen: dict[str, list[str]] = {}
+    for cid in sorted(fused, key=lambda c: -fused[c]):
+        # a chunk added since the BM25 snapshot has no row; its id names its paper
+        row = bm25.position.get(cid)
+        pid = str(paper_ids[row]) if row is not None else paper_of(cid)
+        if pid not in chosen and len(chosen) == k:
+            continue
+        if len(chosen.setdefault(pid, [])) < per_paper:
+            chosen[pid].append(cid)
+    return chosen
 
 
 def merge_hits(rankings: list[list[PaperHit]], k: int) -> list[PaperHit]:
@@ -304,20 +343,42 @@ def fuse(
     lexical: dict[str, float],
 ) -> dict[str, float]:
     """One score per candidate chunk. ``rrf``: weighted reciprocal rank fusion; ``convex``: a
-    weighted sum of the dense similarity and the BM25 score scaled to [0, 1] by its maximum."""
-    fused: dict[str, float] = defaultdict(float)
+    weighted sum of the dense similarity and the BM25 score scaled to [0, 1] by its maximum.
+    With one ranking only, its reciprocal rank."""
     if not bm25_ranking or not dense_ranking:
-        for rank, cid in enumerate(dense_ranking or bm25_ranking):
-            fused[cid] = 1.0 / (RRF_K + rank + 1)
-        return fused
-    if fusion == "rrf":
-        for weight, ranking in ((dense_weight, dense_ranking), (1 - dense_weight, bm25_ranking)):
-            for rank, cid in enumerate(ranking):
-                fused[cid] += 2 * weight / (RRF_K + rank + 1)
-        return fused
+        return {
+            cid: 1.0 / (RRF_K + rank + 1) for rank, cid in enumerate(dense_ranking or bm25_ranking)
+        }
+    return FUSIONS[fusion](dense_weight, dense_ranking, bm25_ranking, similarity, lexical)
+
+
+def rrf(
+    dense_weight: float,
+    dense_ranking: list[str],
+    bm25_ranking: list[str],
+    similarity: dict[str, float],
+    lexical: dict[str, float],
+) -> dict[str, float]:
+    fused: dict[str, float] = defaultdict(float)
+    for weight, ranking in ((dense_weight, dense_ranking), (1 - dense_weight, bm25_ranking)):
+        for rank, cid in enumerate(ranking):
+            fused[cid] += 2 * weight / (RRF_K + rank + 1)
+    return dict(fused)
+
+
+def convex(
+    dense_weight: float,
+    dense_ranking: list[str],
+    bm25_ranking: list[str],
+    similarity: dict[str, float],
+    lexical: dict[str, float],
+) -> dict[str, float]:
     top_lexical = max(lexical[cid] for cid in bm25_ranking) or 1.0
-    for cid in {*dense_ranking, *bm25_ranking}:
-        fused[cid] = dense_weight * similarity[cid] + (1 - dense_weight) * (
-            lexical.get(cid, 0.0) / top_lexical
-        )
-    return fused
+    return {
+        cid: dense_weight * similarity[cid]
+        + (1 - dense_weight) * lexical.get(cid, 0.0) / top_lexical
+        for cid in {*dense_ranking, *bm25_ranking}
+    }
+
+
+FUSIONS = {"rrf": rrf, "convex": convex}

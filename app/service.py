@@ -1,13 +1,17 @@
 """The question-answering service: follow-ups, filters, retrieval, an answer with checked citations.
 
-`QAService` loads the embedding model, the Chroma client and the provider once; every call reuses
-them. The UI, the CLI and `app.ask` all go through `QAService.stream`.
+`QAService` loads the embedding model, opens the store and makes the provider once; every call
+reuses them. The UI, the CLI and `app.ask` all go through `QAService.stream`, whose steps are:
+read the question (`_read`), retrieve (`_retrieve`), keep the relevant sources (`_relevant`),
+let the provider write, and check the citations (`_answer`). Counting questions take
+`_counted` instead.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from app.answer import (
@@ -17,21 +21,46 @@ from app.answer import (
     relevance,
     relevance_threshold,
     subject,
-    to_sources,
 )
 from app.count import count_papers, describe
-from app.errors import InputError
-from app.filters import Filters, parse_filters
+from app.filters import parse_filters
 from app.llm import Provider, get_provider
 from app.llm.base import History
-from app.models import Answer, Source
 from app.question import comparison_sides, count_topic, is_count
-from app.retrieve import Mode, PaperHit, Retriever, merge_hits
-from app.settings import Settings, get_settings
-from ingest.chunk import encoding
+from app.retrieve import PaperHit, Retriever, merge_hits, to_sources
+from core.errors import InputError
+from core.models import Answer, Filters, Mode, Source, Usage
+from core.settings import Settings, get_settings
+from core.tokens import truncate
 from ingest.embed import get_embedder
+from store.index import Snapshot
 
 MAX_QUERY_TOKENS = 256  # what retrieval reads of a very long question
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A question as read: the text the user typed, the standalone question (follow-ups
+    resolved), what is searched (filter phrases taken out), the filters, and the tokens it took
+    to read (a model condensing a follow-up)."""
+
+    question: str
+    standalone: str
+    search_text: str
+    filters: Filters
+    usage: Usage | None = None
+
+
+def as_list(value: str | list[str] | None) -> list[str]:
+    return [value] if isinstance(value, str) else list(value or [])
+
+
+def clean_question(question: str) -> str:
+    """Control characters (NUL, escapes pasted from a terminal) and runs of space removed."""
+    question = " ".join("".join(c if c.isprintable() else " " for c in question).split())
+    if not question:
+        raise InputError("The question is empty: type a question about the papers.")
+    return question
 
 
 class QAService:
@@ -79,153 +108,158 @@ class QAService:
         one-click removal of a filter the question seemed to state."""
         started = time.perf_counter()
         timings: dict[str, float] = {}
-        # control characters (NUL, escapes pasted from a terminal) say nothing: drop them
-        question = " ".join("".join(c if c.isprintable() else " " for c in question).split())
-        if not question:
-            raise InputError("The question is empty: type a question about the papers.")
-        tokens = encoding().encode(question, disallowed_special=())
-        query = question
-        if len(tokens) > MAX_QUERY_TOKENS:
-            query = encoding().decode(tokens[:MAX_QUERY_TOKENS])
-
-        provider = self.provider
-        provider.usage = None
-        t = time.perf_counter()
-        standalone = provider.condense(history or [], query)
-        timings["condense"] = time.perf_counter() - t
-
         explicit = Filters(
             year_from=year_from,
             year_to=year_to,
-            venues=[venue] if isinstance(venue, str) else list(venue or []),
-            decisions=[decision] if isinstance(decision, str) else list(decision or []),
-            authors=[authors] if isinstance(authors, str) else list(authors or []),
+            venues=as_list(venue),
+            decisions=as_list(decision),
+            authors=as_list(authors),
         )
-        col = self.retriever.open()  # once per question: both steps below use it
-        parsed, cleaned = parse_filters(
-            standalone,
-            self.retriever.known_venues(col),
-            self.retriever.known_years(col),
-            self.retriever.known_authors(col),
-        )
-        if ignore:
-            parsed, cleaned = parsed.without(ignore), standalone  # the phrase stays a topic
-        filters = explicit.merged_over(parsed)
-        search_text = cleaned if parsed.active else standalone
-
         t = time.perf_counter()
+        question = clean_question(question)
+        standalone, usage = self.provider.condense(
+            history or [], truncate(question, MAX_QUERY_TOKENS)
+        )
+        timings["condense"] = time.perf_counter() - t
+        at = self.retriever.open()  # once per question: every step below sees this index
+        asked = self._read(question, standalone, usage, explicit, ignore or [], at)
         k = k or self.settings.top_k
-        if is_count(standalone):
-            yield from self._counted(question, standalone, search_text, filters, k, col, started)
+        if is_count(asked.standalone):
+            yield from self._counted(asked, k, at, started)
             return
 
-        def search(text: str) -> list[PaperHit]:
-            return self.retriever.search(
-                text,
-                filters,
-                k=k,
-                chunks_per_paper=self.settings.chunks_per_paper,
-                mode=mode,
-                timings=timings,
-                col=col,
-            )
-
-        hits = search(search_text)
-        if sides := comparison_sides(search_text):
-            # "how do A and B differ?": each side's best paper, so both can be cited
-            hits = merge_hits([search(side)[:1] for side in sides] + [hits], k)
-        timings["retrieve"] = time.perf_counter() - t
-        sources = to_sources(hits)
-
         t = time.perf_counter()
-        typical, chunks = self.retriever.typicality(search_text, col)
-        threshold = relevance_threshold(chunks, self.settings.min_relevance)
-        for source in sources:
-            source.relevance = round(relevance(source, typical), 4)
-        relevant = [s for s in sources if s.relevance >= threshold]
-        if self.retriever.unseen_names(search_text, col):
-            # a question about a name no abstract holds ("the XYZZY-3 optimizer") is not
-            # answered from the papers that happen to be closest
-            relevant = []
+        sources = self._retrieve(asked, k, mode, at, timings)
+        timings["retrieve"] = time.perf_counter() - t
+        t = time.perf_counter()
+        threshold, relevant = self._relevant(asked, sources, at)
+        reply = self.provider.generate(asked.standalone, relevant) if relevant else None
         pieces: list[str] = []
-        if relevant:
-            for piece in provider.generate(standalone, relevant):
-                pieces.append(piece)
-                yield piece
-        else:
-            pieces.append(CANNOT_ANSWER)
-            yield CANNOT_ANSWER
+        for piece in reply if reply is not None else [CANNOT_ANSWER]:
+            pieces.append(piece)
+            yield piece
         timings["generate"] = time.perf_counter() - t
-        text = "".join(pieces).strip()
-
-        answer = Answer(
-            question=question,
-            standalone_question=standalone,
-            answer=CANNOT_ANSWER,
-            abstained=True,
-            sources=sources,
-            filters=filters.model_dump(),
-            filters_applied=filters.describe(),
-            min_relevance=threshold,
-            provider=provider.name,
-            model=provider.model,
-            usage=provider.usage,
+        answer = self._answer(
+            asked, "".join(pieces).strip(), sources, threshold, reply.usage if reply else None
         )
-        if text and not is_refusal(text):
-            checked = check_citations(text, sources)
-            cited = {c.marker for c in checked.citations}
-            if cited:
-                answer.answer = checked.text
-                answer.abstained = False
-                answer.citations = checked.citations
-                answer.invalid_citations = checked.invalid
-                answer.uncited_sentences = checked.uncited
-                for source in sources:
-                    source.cited = source.marker in cited
-            else:
-                # Nothing the model said is tied to a source: refusing beats an unsupported answer.
-                answer.invalid_citations = checked.invalid
-                answer.uncited_sentences = checked.uncited
         timings["total"] = time.perf_counter() - started
         answer.timings = {key: round(value, 4) for key, value in timings.items()}
         yield answer
 
-    def _counted(
+    def _read(
         self,
         question: str,
         standalone: str,
-        search_text: str,
-        filters: Filters,
-        k: int,
-        col: Any,
-        started: float,
+        usage: Usage | None,
+        explicit: Filters,
+        ignore: list[str],
+        at: Snapshot,
+    ) -> Asked:
+        """The filters the question states (explicit ones win), and what is left to search."""
+        parsed, cleaned = parse_filters(
+            standalone,
+            self.retriever.known_venues(at),
+            self.retriever.known_years(at),
+            self.retriever.known_authors(at),
+        )
+        if ignore:
+            parsed, cleaned = parsed.without(ignore), standalone  # the phrase stays a topic
+        return Asked(
+            question=question,
+            standalone=standalone,
+            search_text=cleaned if parsed.active else standalone,
+            filters=explicit.merged_over(parsed),
+            usage=usage,
+        )
+
+    def _retrieve(
+        self, asked: Asked, k: int, mode: Mode, at: Snapshot, timings: dict[str, float]
+    ) -> list[Source]:
+        """The top ``k`` papers; for "how do A and B differ?", each side's best paper first,
+        so that both can be cited."""
+
+        def search(text: str) -> list[PaperHit]:
+            return self.retriever.search(
+                text,
+                asked.filters,
+                k=k,
+                chunks_per_paper=self.settings.chunks_per_paper,
+                mode=mode,
+                timings=timings,
+                at=at,
+            )
+
+        hits = search(asked.search_text)
+        if sides := comparison_sides(asked.search_text):
+            hits = merge_hits([search(side)[:1] for side in sides] + [hits], k)
+        return to_sources(hits)
+
+    def _relevant(
+        self, asked: Asked, sources: list[Source], at: Snapshot
+    ) -> tuple[float, list[Source]]:
+        """The relevance threshold for this index, and the sources at or above it (each
+        source's relevance is recorded on it). None are relevant to a question about a name no
+        abstract holds ("the XYZZY-3 optimizer"), whatever papers happen to be closest."""
+        typical, chunks = self.retriever.typicality(asked.search_text, at)
+        threshold = relevance_threshold(chunks, self.settings.min_relevance)
+        for source in sources:
+            source.relevance = round(relevance(source, typical), 4)
+        if self.retriever.unseen_names(asked.search_text, at):
+            return threshold, []
+        return threshold, [s for s in sources if s.relevance >= threshold]
+
+    def _answer(
+        self,
+        asked: Asked,
+        text: str,
+        sources: list[Source],
+        threshold: float,
+        usage: Usage | None,
+    ) -> Answer:
+        """The typed answer: the provider's text with its citations checked, or the refusal
+        when it refused or cited nothing (refusing beats an unsupported answer)."""
+        checked = check_citations(text, sources) if text and not is_refusal(text) else None
+        cited = checked is not None and bool(checked.citations)
+        return Answer(
+            question=asked.question,
+            standalone_question=asked.standalone,
+            answer=checked.text if checked is not None and cited else CANNOT_ANSWER,
+            abstained=not cited,
+            citations=checked.citations if checked is not None else [],
+            invalid_citations=checked.invalid if checked is not None else [],
+            uncited_sentences=checked.uncited if checked is not None else [],
+            sources=sources,
+            filters=asked.filters,
+            min_relevance=threshold,
+            provider=self.provider.name,
+            model=self.provider.model,
+            usage=Usage.total(asked.usage, usage),
+        )
+
+    def _counted(
+        self, asked: Asked, k: int, at: Snapshot, started: float
     ) -> Iterator[str | Answer]:
         """A counting or trend question: exact counts over the papers that match the topic,
         with the nearest few cited as examples. No provider is asked."""
-        topic = count_topic(search_text)
-        counts, ranked = count_papers(self.retriever, topic, filters, col)
+        topic = count_topic(asked.search_text)
+        counts, ranked = count_papers(self.retriever, topic, asked.filters, at)
         matched = set(ranked)
-        hits = [
-            h for h in self.retriever.search(topic, filters, k=k, col=col) if h.paper_id in matched
-        ]
-        sources = to_sources(hits)
+        hits = self.retriever.search(topic, asked.filters, k=k, at=at)
+        sources = to_sources([h for h in hits if h.paper_id in matched])
         text = describe(counts, [(subject(s, i), s.marker) for i, s in enumerate(sources[:3])])
+        checked = check_citations(text, sources) if text else None
         answer = Answer(
-            question=question,
-            standalone_question=standalone,
-            answer=text or CANNOT_ANSWER,
-            abstained=not text,
+            question=asked.question,
+            standalone_question=asked.standalone,
+            answer=checked.text if checked is not None else CANNOT_ANSWER,
+            abstained=checked is None,
+            citations=checked.citations if checked is not None else [],
             sources=sources,
-            filters=filters.model_dump(),
-            filters_applied=filters.describe(),
+            filters=asked.filters,
             provider="metadata",
             counts=counts,
+            usage=asked.usage,
         )
-        if text:
-            checked = check_citations(text, sources)
-            answer.answer, answer.citations = checked.text, checked.citations
-            for source in sources:
-                source.cited = any(c.marker == source.marker for c in checked.citations)
         yield answer.answer
         answer.timings = {"total": round(time.perf_counter() - started, 4)}
         yield answer

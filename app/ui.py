@@ -13,13 +13,13 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from app.errors import AQAError
 from app.llm.base import resolve_llm
-from app.models import Answer, IndexStats, Source
 from app.service import QAService
-from app.settings import Settings, get_settings
-from ingest.index import index_stats
-from ingest.text import author_keys, author_query_key, fingerprint
+from core.errors import AQAError
+from core.models import Answer, IndexStats, Source
+from core.settings import Settings, get_settings
+from core.text import author_keys, author_query_key, fingerprint
+from store.index import Index
 
 # Characters Markdown (and Streamlit's $...$ math) would interpret, as HTML entities: entities are
 # decoded after Markdown is parsed, so they show literally.
@@ -144,7 +144,7 @@ def get_service(current: Settings) -> QAService:
 @st.cache_data(ttl=30, show_spinner=False)
 def _stats(_settings: Settings, cache_key: str) -> IndexStats | None:
     try:
-        return index_stats(_settings)
+        return Index(_settings).stats()
     except AQAError:
         return None
 
@@ -176,8 +176,8 @@ def matching_authors(service: QAService, typed: str) -> list[str]:
 
 def filter_buttons(answer: Answer, key: str) -> None:
     """One button per filter read from the question: a click asks again without it."""
-    stated = answer.filters.get("from_question") or []
-    read = {str(f).split("_")[0] if str(f).startswith("year") else str(f) for f in stated}  # type: ignore[attr-defined]
+    stated = answer.filters.from_question
+    read = {f.split("_")[0] if f.startswith("year") else f for f in stated}
     labels = {"year": "year", "venues": "venue", "decisions": "decision", "authors": "author"}
     for name in sorted(read):
         if st.button(
@@ -252,11 +252,11 @@ def render_answer(answer: Answer, key: str = "0") -> None:
     st.caption(" · ".join(notes), unsafe_allow_html=True)
     filter_buttons(answer, key)
     supporting: dict[int, list[str]] = {c.marker: c.supporting for c in answer.citations}
-    for source in answer.sources:
-        if source.cited:
-            st.markdown(source_card(source, supporting[source.marker]), unsafe_allow_html=True)
-            more_like_this(source, key)
-    others = [s for s in answer.sources if not s.cited]
+    cited = answer.cited_sources
+    for source in cited:
+        st.markdown(source_card(source, supporting[source.marker]), unsafe_allow_html=True)
+        more_like_this(source, key)
+    others = [s for s in answer.sources if s not in cited]
     if others:
         with st.expander(f"Other retrieved passages ({len(others)})"):
             for source in others:

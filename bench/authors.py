@@ -21,9 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.filters import Filters  # noqa: E402
 from app.service import QAService  # noqa: E402
-from ingest.text import author_keys, author_query_key, name_tokens  # noqa: E402
+from core.models import Filters  # noqa: E402
+from core.text import author_keys, author_query_key, name_tokens  # noqa: E402
 
 
 def variant(name: str, i: int) -> tuple[str, str]:

@@ -29,10 +29,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.models import Paper  # noqa: E402
-from ingest.index import STOPWORDS  # noqa: E402
+from core.models import Paper  # noqa: E402
+from core.text import plain_text, sentence_spans  # noqa: E402
+from core.tokens import STOPWORDS  # noqa: E402
 from ingest.read import read_paths  # noqa: E402
-from ingest.text import plain_text, sentence_spans  # noqa: E402
 
 _NUMBER = re.compile(
     r"(?<![\w.,-])(\d+(?:\.\d+)?)(\s?%|\s?x\b|\u00d7|-fold|\s?times\b| percent\b)?(?![\w-])"

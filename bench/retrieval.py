@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.retrieve import Fusion, Mode, Retriever  # noqa: E402
-from app.settings import get_settings  # noqa: E402
+from core.settings import get_settings  # noqa: E402
 from ingest.pipeline import ingest  # noqa: E402
 
 VARIANTS: list[tuple[str, Mode, Fusion, float]] = [

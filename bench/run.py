@@ -27,9 +27,9 @@ EXE = Path(sys.executable).parent / "abstract-qa"
 
 QUERY_SCRIPT = r"""
 import json, random, statistics, sys, time
-from app.filters import Filters
+from core.models import Filters
 from app.service import QAService
-from app.settings import get_settings
+from core.settings import get_settings
 
 titles = json.loads(open(sys.argv[1]).read())
 service = QAService(get_settings())

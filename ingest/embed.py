@@ -14,21 +14,12 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
-from app.errors import ConfigError
-from app.settings import Settings
+from core.errors import ConfigError
+from core.models import ModelSpec
+from core.settings import Settings
 
 LOCAL_DEFAULT = "all-MiniLM-L6-v2"
 QUERY_CACHE = 256
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """What the index records about the model that built it."""
-
-    name: str
-    dim: int
-    # The longest chunk (tiktoken tokens) that fits the model's input window with the title.
-    chunk_tokens: int
 
 
 class LocalEmbeddings(Embeddings):

@@ -1,19 +1,25 @@
-"""The ingest step end to end: read, chunk, embed what changed, index, refresh BM25."""
+"""The ingest step end to end: read, chunk, embed what changed, write it to the store.
+
+`plan` decides what changes (pure: papers and the stored records in, a `Plan` out); `ingest`
+carries it out in one write session of the store, which keeps Chroma and BM25 in step.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from app.models import Chunk, IngestReport, Paper
-from app.settings import Settings
+from core.models import Chunk, IngestReport, Paper, chunk_id
+from core.settings import Settings
+from core.text import RENDER_VERSION
 from ingest.chunk import chunk_paper
-from ingest.embed import get_embedder
-from ingest.index import Index, chunk_metadata, paper_hash
+from ingest.embed import Embedder, get_embedder
 from ingest.read import read_paths
-from ingest.text import RENDER_VERSION
+from store.index import Index, Write
+from store.records import StoredChunk, paper_hash
 
 Progress = Callable[[str, int, int], None]
 """Called as progress(stage, done, total) while embedding and indexing."""
@@ -28,6 +34,83 @@ def _noop(stage: str, done: int, total: int) -> None:
     return None
 
 
+@dataclass
+class Plan:
+    """What an ingest run changes in the index."""
+
+    embed: list[tuple[StoredChunk, str]] = field(default_factory=list)
+    """New chunks and chunks whose embedded text changed, with that text."""
+    update: list[StoredChunk] = field(default_factory=list)
+    """Chunks whose text is unchanged but whose metadata changed: no embedding."""
+    delete: list[str] = field(default_factory=list)
+    """Chunks of the papers read that the papers no longer make."""
+    chunks: int = 0
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+
+    @property
+    def changes(self) -> bool:
+        return bool(self.embed or self.update or self.delete)
+
+
+def plan(
+    papers: Sequence[Paper],
+    stored: dict[str, StoredChunk],
+    chunking: str,
+    chunker: Callable[[Paper], list[Chunk]],
+) -> Plan:
+    """Compare the papers read with what the index holds (``stored``, by chunk id).
+
+    A paper whose record and ``chunking`` are unchanged keeps its chunks without being chunked
+    again; the others are chunked, and each chunk is new, re-embedded (its text changed),
+    updated (only its metadata changed) or unchanged. Chunks of a paper read that it no longer
+    makes are deleted; papers not read are left alone."""
+    todo = Plan()
+    wanted: set[str] = set()
+    for paper in papers:
+        head = stored.get(chunk_id(paper.paper_id, 0))
+        if head is not None and head.paper_hash == paper_hash(paper, chunking):
+            ids = [chunk_id(paper.paper_id, i) for i in range(head.n_chunks)]
+            if all(cid in stored for cid in ids):
+                todo.unchanged += len(ids)
+                wanted.update(ids)
+                continue
+        chunks = chunker(paper)
+        for chunk in chunks:
+            wanted.add(chunk.chunk_id)
+            record = StoredChunk.of(paper, chunk, len(chunks), chunking)
+            old = stored.get(chunk.chunk_id)
+            if old is None or old.content_hash != record.content_hash:
+                todo.embed.append((record, chunk.embed_text))
+                todo.added += old is None
+                todo.updated += old is not None
+            elif old.meta_hash != record.meta_hash:
+                todo.update.append(record)
+                todo.updated += 1
+            else:
+                todo.unchanged += 1
+    read = {paper.paper_id for paper in papers}
+    todo.delete = [cid for cid, s in stored.items() if s.paper_id in read and cid not in wanted]
+    todo.chunks = len(wanted)
+    return todo
+
+
+class _Clock:
+    """Seconds per named step, summed over repeats."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, step: str) -> Iterator[None]:
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[step] = self.seconds.get(step, 0.0) + time.perf_counter() - t
+
+
 def ingest(
     paths: Sequence[str | Path],
     settings: Settings,
@@ -37,111 +120,59 @@ def ingest(
 ) -> IngestReport:
     """Bring the index up to date with the papers under ``paths``; safe to interrupt and re-run."""
     started = time.perf_counter()
-    timings: dict[str, float] = {}
-
-    t = time.perf_counter()
-    read = read_paths(paths)
-    timings["read"] = time.perf_counter() - t
+    clock = _Clock()
+    with clock("read"):
+        read = read_paths(paths)
     report = IngestReport(
         files=read.files, papers=len(read.papers), skipped=read.skipped, warnings=read.warnings
     )
-
     embedder = get_embedder(settings)
-    max_tokens = settings.chunk_tokens or embedder.spec.chunk_tokens
     index = Index(settings)
     if rebuild:
         index.drop()
-    if not read.papers and index.collection() is None:
-        report.seconds = time.perf_counter() - started
-        return report
-    col = index.collection(embedder.spec, create=True)
-    assert col is not None
-
-    t = time.perf_counter()
-    stored = index.stored(col)
-    timings["diff"] = time.perf_counter() - t
-
-    # A paper whose record and chunking are unchanged keeps its chunks: no chunking, no embedding.
-    t = time.perf_counter()
-    model = embedder.spec.name
-    chunking = f"{model}|{max_tokens}|{settings.chunk_overlap_tokens}|{LAYOUT}|{RENDER_VERSION}"
-    wanted: set[str] = set()
-    planned: list[tuple[Paper, Chunk, int]] = []
-    for paper in read.papers:
-        head = stored.get(f"{paper.paper_id}:0")
-        if head is not None and head.paper_hash == paper_hash(paper, chunking):
-            ids = [f"{paper.paper_id}:{i}" for i in range(head.n_chunks)]
-            if all(cid in stored for cid in ids):
-                report.unchanged += len(ids)
-                wanted.update(ids)
-                continue
-        chunks = chunk_paper(paper, max_tokens, settings.chunk_overlap_tokens)
-        planned += [(paper, chunk, len(chunks)) for chunk in chunks]
-        wanted.update(chunk.chunk_id for chunk in chunks)
-    timings["chunk"] = time.perf_counter() - t
-    report.chunks = len(wanted)
-
-    t = time.perf_counter()
-    to_embed: list[tuple[Chunk, dict[str, Any]]] = []
-    meta_only: list[tuple[str, dict[str, Any]]] = []
-    for paper, chunk, n_chunks in planned:
-        meta = chunk_metadata(paper, chunk, n_chunks, chunking)
-        old = stored.get(chunk.chunk_id)
-        if old is None:
-            report.added += 1
-            to_embed.append((chunk, meta))
-        elif old.content_hash != chunk.content_hash:
-            report.updated += 1
-            to_embed.append((chunk, meta))
-        elif old.meta_hash != meta["meta_hash"]:
-            report.updated += 1
-            meta_only.append((chunk.chunk_id, meta))
-        else:
-            report.unchanged += 1
-    input_papers = {paper.paper_id for paper in read.papers}
-    stale = [cid for cid, s in stored.items() if s.paper_id in input_papers and cid not in wanted]
-    report.removed = len(stale)
-    report.embedded = len(to_embed)
-    timings["diff"] += time.perf_counter() - t
-
-    embed_seconds = write_seconds = 0.0
-    if to_embed or meta_only or stale:
-        generation = index.begin_write(col)
-        for start in range(0, len(to_embed), ROUND):
-            batch = to_embed[start : start + ROUND]
-            t = time.perf_counter()
-            vectors = embedder.embed_documents([chunk.embed_text for chunk, _ in batch])
-            embed_seconds += time.perf_counter() - t
-            t = time.perf_counter()
-            for part in index.batches(list(zip(batch, vectors, strict=True))):
-                col.upsert(
-                    ids=[chunk.chunk_id for (chunk, _), _ in part],
-                    embeddings=[vector for _, vector in part],
-                    documents=[chunk.text for (chunk, _), _ in part],
-                    metadatas=[meta for (_, meta), _ in part],
-                )
-            write_seconds += time.perf_counter() - t
-            progress("embedding", min(start + ROUND, len(to_embed)), len(to_embed))
-        t = time.perf_counter()
-        for part in index.batches(meta_only):
-            col.update(ids=[cid for cid, _ in part], metadatas=[meta for _, meta in part])
-        for part in index.batches(stale):
-            col.delete(ids=list(part))
-        write_seconds += time.perf_counter() - t
-    else:
-        generation = index.generation(col)
-    timings["embed"] = embed_seconds
-    timings["index"] = write_seconds
-
-    t = time.perf_counter()
-    progress("bm25", 0, 1)
-    if to_embed or meta_only or stale:
-        index.build_bm25(col, generation)
-    else:
-        index.load_bm25(col)  # repairs a BM25 index left stale by an interrupted run
-    progress("bm25", 1, 1)
-    timings["bm25"] = time.perf_counter() - t
-
-    report.timings = {k: round(v, 3) for k, v in timings.items()}
+    if read.papers or index.chunks() is not None:
+        chunks = index.chunks(embedder.spec, create=True)
+        assert chunks is not None
+        with clock("diff"):
+            stored = index.stored(chunks)
+        max_tokens = settings.chunk_tokens or embedder.spec.chunk_tokens
+        overlap = settings.chunk_overlap_tokens
+        chunking = f"{embedder.spec.name}|{max_tokens}|{overlap}|{LAYOUT}|{RENDER_VERSION}"
+        with clock("chunk"):
+            todo = plan(
+                read.papers, stored, chunking, lambda p: chunk_paper(p, max_tokens, overlap)
+            )
+        report.chunks, report.added, report.updated = todo.chunks, todo.added, todo.updated
+        report.unchanged, report.removed = todo.unchanged, len(todo.delete)
+        report.embedded = len(todo.embed)
+        clock.seconds |= {"embed": 0.0, "index": 0.0}
+        with clock("bm25"):  # the write session rebuilds BM25 as it closes
+            if todo.changes:
+                with index.write(chunks) as session:
+                    _write(session, todo, embedder, clock, progress)
+                    progress("bm25", 0, 1)
+            else:
+                progress("bm25", 0, 1)
+                index.bm25(chunks)  # repairs a BM25 index left stale by an interrupted run
+        clock.seconds["bm25"] -= clock.seconds["embed"] + clock.seconds["index"]
+        progress("bm25", 1, 1)
+    report.timings = {k: round(v, 3) for k, v in clock.seconds.items()}
     report.seconds = round(time.perf_counter() - started, 3)
     return report
+
+
+def _write(
+    session: Write, todo: Plan, embedder: Embedder, clock: _Clock, progress: Progress
+) -> None:
+    """Embed and write the plan in rounds of ``ROUND`` chunks, then the metadata-only updates
+    and the deletions."""
+    for start in range(0, len(todo.embed), ROUND):
+        batch = todo.embed[start : start + ROUND]
+        with clock("embed"):
+            vectors = embedder.embed_documents([text for _, text in batch])
+        with clock("index"):
+            session.upsert([record for record, _ in batch], vectors)
+        progress("embedding", min(start + ROUND, len(todo.embed)), len(todo.embed))
+    with clock("index"):
+        session.update(todo.update)
+        session.delete(todo.delete)

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.models import Paper, Problem
-from ingest.text import derive_title, fingerprint, normalise_for_id
+from core.models import Paper, Problem
+from core.text import derive_title, fingerprint, normalise_for_id
 
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".txt": "sample"}
 SUPPORTED = ", ".join(FORMATS) + " (optionally .gz)"

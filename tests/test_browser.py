@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.settings import Settings
+from core.settings import Settings
 from tests.conftest import ROOT, free_port, serve
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]

@@ -12,10 +12,20 @@ from pathlib import Path
 import pytest
 
 from app.service import QAService
-from app.settings import Settings
-from ingest.index import Index, index_stats
+from core.settings import Settings
 from ingest.pipeline import ingest
-from tests.conftest import ROOT, SAMPLE, SHARED_CORPUS, free_port, make_settings, serve
+from store.index import Index
+from tests.conftest import (
+    ROOT,
+    SAMPLE,
+    SHARED_CORPUS,
+    bm25_ids,
+    chroma_ids,
+    free_port,
+    make_settings,
+    raw_collection,
+    serve,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
 CHROMA = Path(sys.executable).parent / "chroma"
@@ -42,7 +52,7 @@ def test_ingest_ask_and_reingest_through_a_chroma_server(chroma_port: int, tmp_p
     assert first.added == first.chunks > 0
     again = ingest([SAMPLE], settings)
     assert (again.added, again.updated, again.unchanged) == (0, 0, first.chunks)
-    stats = index_stats(settings)
+    stats = Index(settings).stats()
     assert stats.papers == 57 and stats.chroma == f"127.0.0.1:{chroma_port}"
     assert not (tmp_path / "a" / "chroma").exists()  # nothing embedded locally
 
@@ -51,10 +61,7 @@ def test_ingest_ask_and_reingest_through_a_chroma_server(chroma_port: int, tmp_p
 
     # another machine's cache: its BM25 side is built from the server and agrees with it
     other = server_settings(chroma_port, tmp_path / "b", "server-sample")
-    index = Index(other)
-    col = index.collection()
-    assert col is not None
-    assert sorted(index.load_bm25(col).chunk_ids) == sorted(col.get(include=[])["ids"])
+    assert bm25_ids(other) == chroma_ids(other)
     assert QAService(other).ask("What is DASHA?").citations[0].paper_id == (
         answer.citations[0].paper_id
     )
@@ -65,7 +72,7 @@ QUERIER = """
 import sys, time
 from pathlib import Path
 from app.service import QAService
-from app.settings import get_settings
+from core.settings import get_settings
 service = QAService(get_settings())
 done, deadline, i = Path(sys.argv[1]), time.monotonic() + 300, 0
 while (i < 12 or not done.exists()) and time.monotonic() < deadline:
@@ -77,7 +84,7 @@ print(i, flush=True)
 INGESTER = """
 import sys
 from pathlib import Path
-from app.settings import get_settings
+from core.settings import get_settings
 from ingest import pipeline
 pipeline.ROUND = 16
 report = pipeline.ingest([sys.argv[1]], get_settings())
@@ -118,7 +125,7 @@ def test_two_processes_query_while_a_third_ingests(chroma_port: int, tmp_path: P
     papers, added = (int(x) for x in outputs[0][0].split())
     assert papers == 120 and added >= 120
     settings = server_settings(chroma_port, tmp_path / "check", collection)
-    stats = index_stats(settings)
+    stats = Index(settings).stats()
     assert stats.papers == 57 + 120  # nothing lost, nothing doubled
-    ids = Index(settings).collection().get(include=[])["ids"]  # type: ignore[union-attr]
+    ids = raw_collection(settings).get(include=[])["ids"]
     assert len(ids) == len(set(ids)) == stats.chunks

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from itertools import pairwise
 
-from app.models import Paper
-from ingest.chunk import chunk_paper, count_tokens, split_spans
+from core.models import Paper
+from core.tokens import count_tokens
+from ingest.chunk import chunk_paper, split_spans
 from ingest.read import read_paths
 from tests.conftest import SAMPLE
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from app.errors import InputError
 from app.filters import parse_filters
 from app.service import QAService
-from ingest.text import author_keys, author_query_key
+from core.errors import InputError
+from core.text import author_keys, author_query_key
 from tests.conftest import EXE, make_settings, start_app
 
 TOPICS = [
@@ -119,17 +119,17 @@ def test_the_author_filter_keeps_only_that_authors_papers(corpus: Any) -> None:
 def test_an_author_is_read_from_the_question(corpus: Any, question: str) -> None:
     service, _ = corpus
     answer = service.ask(question)
-    assert "authors" in answer.filters["from_question"]
+    assert "authors" in answer.filters.from_question
     assert answer.sources and all("Sergey Levine" in s.authors for s in answer.sources)
     # the filter can be removed, as the app's button does
     free = service.ask(question, ignore=["authors"])
-    assert "authors" not in free.filters["from_question"] and free.filters["authors"] == []
+    assert "authors" not in free.filters.from_question and free.filters.authors == []
 
 
 def test_a_name_that_is_no_author_is_no_filter(corpus: Any) -> None:
     service, _ = corpus
     answer = service.ask("Which papers by Grace Hopper study causal discovery?")
-    assert answer.filters["authors"] == []
+    assert answer.filters.authors == []
 
 
 def test_counts_equal_a_direct_count_over_the_index(corpus: Any) -> None:
@@ -203,7 +203,7 @@ def test_counts_show_as_a_chart_and_a_read_filter_can_be_removed(
     remove[-1].click().run()
     assert not at.exception
     last = at.session_state.messages[-1]["answer"]
-    assert last.filters["authors"] == [] and last.filters["from_question"] == []
+    assert last.filters.authors == [] and last.filters.from_question == []
 
 
 @pytest.mark.parametrize(

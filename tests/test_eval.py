@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import InputError
 from app.evaluate import EvalReport, known_paper_ids, load_questions, normalise, run_eval
 from app.service import QAService
-from app.settings import Settings
+from core.errors import InputError
+from core.settings import Settings
 from tests.conftest import EXE, ROOT
 
 QUESTIONS = ROOT / "data" / "eval" / "sample-questions.jsonl"

@@ -21,18 +21,25 @@ import pytest
 from chromadb.api.client import SharedSystemClient
 
 from app.answer import defuse, format_sources, is_refusal
-from app.errors import InputError
-from app.models import Answer
 from app.service import QAService
-from app.settings import Settings
 from app.ui import answer_html, source_card
-from ingest.index import Index
+from core.errors import InputError
+from core.models import Answer
+from core.settings import Settings
 from ingest.pipeline import ingest
 from ingest.read import MAX_ABSTRACT_CHARS, read_paths
-from tests.conftest import EXE, ROOT, SAMPLE, make_settings
-from tests.test_answer import assert_citations_real
-
-HOSTILE = ROOT / "tests" / "fixtures" / "hostile.jsonl"
+from store.index import Index
+from tests.conftest import (
+    EXE,
+    HOSTILE,
+    INJECTIONS,
+    SAMPLE,
+    assert_citations_real,
+    bm25_ids,
+    chroma_ids,
+    make_settings,
+    raw_collection,
+)
 
 
 @pytest.fixture(scope="module")
@@ -49,23 +56,6 @@ def cited_ids(answer: Answer) -> set[str]:
 
 
 # --- prompt injection, extractive provider ---------------------------------------------------
-
-INJECTIONS = [
-    (
-        "How much does contrastive pretraining of protein language models improve remote "
-        "homology detection?",
-        "inject-ignore",
-        "11 points",
-    ),
-    ("How much does sparse expert routing cut speech recognition error?", "inject-markers", "9%"),
-    ("What share of miniF2F problems does the curriculum prover close?", "inject-system", "41%"),
-    (
-        "Do synthetic health records from a tabular diffusion model preserve classifier accuracy?",
-        "inject-refusal",
-        "within 2 points",
-    ),
-    ("How much do graph transformers lower traffic forecasting error?", "inject-html", "7%"),
-]  # fmt: skip
 
 
 @pytest.mark.parametrize(("question", "paper", "fact"), INJECTIONS)
@@ -193,8 +183,7 @@ def test_extreme_records_are_indexed_or_skipped_with_a_reason(tmp_path: Path) ->
 
     expected = set(papers)
     assert report.papers == len(expected) == 1 + 6 + 1 + 1 + 3 + 1 + 3
-    col = Index(settings).collection()
-    assert col is not None
+    col = raw_collection(settings)
     stored = {m["paper_id"] for m in col.get(include=["metadatas"])["metadatas"] or []}
     assert stored == expected
     again = ingest([corpus], settings)
@@ -230,9 +219,7 @@ def sample_corpora(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def snapshot(settings: Settings) -> dict[str, str]:
-    col = Index(settings).collection()
-    assert col is not None
-    got = col.get(include=["metadatas"])
+    got = raw_collection(settings).get(include=["metadatas"])
     return {
         cid: str(m["content_hash"])
         for cid, m in zip(got["ids"], got["metadatas"] or [], strict=True)
@@ -270,12 +257,12 @@ def test_ingest_killed_at_random_points_recovers_every_time(tmp_path: Path) -> N
         # and does not see another process's writes (a Chroma server is for that)
         SharedSystemClient.clear_system_cache()
         index = Index(settings)
-        col = index.collection()
-        assert col is not None and col.count() > 0, f"run {run}: the index does not open"
+        chunks = index.chunks()
+        assert chunks is not None and chunks.count() > 0, f"run {run}: the index does not open"
         saved = index.saved_bm25()
-        mid_write += saved is None or saved.generation != Index.generation(col)
+        mid_write += saved is None or saved.generation != chunks.generation
         # opening for a query repairs a stale BM25 side from Chroma
-        assert sorted(index.load_bm25(col).chunk_ids) == sorted(col.get(include=[])["ids"]), run
+        assert bm25_ids(settings) == chroma_ids(settings), run
         report = ingest([corpus], settings)
         assert report.papers == 57 and report.chunks == len(reference[corpus])
         assert snapshot(settings) == reference[corpus], f"run {run}: differs after the re-run"

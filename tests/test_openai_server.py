@@ -13,12 +13,19 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from app.errors import ProviderError
-from app.models import Answer
 from app.service import QAService
-from app.settings import Settings
-from tests.conftest import free_port, paper_id_containing, serve
-from tests.test_answer import assert_citations_real
+from core.errors import ProviderError
+from core.models import Answer
+from core.settings import Settings
+from tests.conftest import (
+    HOSTILE,
+    INJECTIONS,
+    assert_citations_real,
+    free_port,
+    make_settings,
+    paper_id_containing,
+    serve,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
 KEY = "test-key-not-secret"
@@ -122,8 +129,6 @@ def test_a_hostile_corpus_cannot_steer_the_model_into_fake_citations(
     markers of their own: whatever the model does, only real sources are cited and text tied
     to no source is flagged or refused."""
     from ingest.pipeline import ingest
-    from tests.conftest import make_settings
-    from tests.test_hardening import HOSTILE, INJECTIONS
 
     settings = make_settings(data_dir=tmp_path / "hostile")
     ingest([HOSTILE], settings)

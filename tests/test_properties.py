@@ -14,8 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.answer import check_citations
-from app.models import Source
-from ingest.chunk import count_tokens, split_spans
+from core.models import Source
+from core.tokens import count_tokens
+from ingest.chunk import split_spans
 from ingest.read import read_paths
 
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

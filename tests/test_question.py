@@ -6,7 +6,7 @@ import pytest
 
 from app import question as q
 from app.llm.extractive import frame, third_person
-from app.models import Source
+from core.models import Source
 
 
 @pytest.mark.parametrize(

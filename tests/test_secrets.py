@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.settings import Settings, get_settings
+from core.settings import Settings, get_settings
 from tests.conftest import EXE, ROOT, SAMPLE, free_port
 
 CANARY = "sk-canary-7f3a9c2e5b1d4f6a8e0c"

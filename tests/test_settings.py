@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import ConfigError
-from app.settings import Settings, get_settings
+from core.errors import ConfigError
+from core.settings import Settings, get_settings
 from tests.conftest import ROOT
 
 

@@ -10,8 +10,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.answer import CANNOT_ANSWER
-from app.settings import Settings
 from app.ui import escape, linked
+from core.settings import Settings
 from tests.conftest import start_app
 
 

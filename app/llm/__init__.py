@@ -4,7 +4,7 @@ a provider module, so the core never depends on a vendor."""
 from __future__ import annotations
 
 from app.llm.base import Provider, resolve_llm
-from app.settings import Settings
+from core.settings import Settings
 from ingest.embed import Embedder
 
 

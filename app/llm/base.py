@@ -1,15 +1,20 @@
-"""The provider interface, and what the generative providers share (prompts, follow-ups)."""
+"""The provider interface, and what the generative providers share (prompts, follow-ups).
+
+A call returns a `Reply`: its text pieces as they come, and the tokens that call used once it
+has been read. Usage belongs to the call, never to the provider, which the app shares between
+users asking at the same time.
+"""
 
 from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from app.answer import CANNOT_ANSWER, format_sources
-from app.models import Source, Usage
 from app.prompts import load_prompt
-from app.settings import Settings
+from core.models import Source, Usage
+from core.settings import Settings
 
 History = list[tuple[str, str]]
 """Earlier turns of a conversation: (question, answer) pairs, oldest first."""
@@ -27,25 +32,42 @@ def resolve_llm(settings: Settings) -> str:
     return "openai" if settings.openai_api_key or settings.openai_base_url else "extractive"
 
 
+class Reply:
+    """One call's output: iterate for the text pieces; ``usage`` is known once they are read
+    (None when the provider reports none)."""
+
+    def __init__(self, parts: Iterable[str | Usage]) -> None:
+        self._parts = iter(parts)
+        self.usage: Usage | None = None
+
+    def __iter__(self) -> Iterator[str]:
+        for part in self._parts:
+            if isinstance(part, Usage):
+                self.usage = Usage.total(self.usage, part)
+            elif part:
+                yield part
+
+    def text(self) -> str:
+        return "".join(self)
+
+
 class Provider(ABC):
     """Writes an answer from numbered sources, streamed as text pieces."""
 
     name: str = ""
     model: str | None = None
 
-    def __init__(self) -> None:
-        self.usage: Usage | None = None
-
     @abstractmethod
-    def generate(self, question: str, sources: list[Source]) -> Iterator[str]:
-        """Text pieces of the answer, citing sources as [n]; CANNOT_ANSWER when they do not."""
+    def generate(self, question: str, sources: list[Source]) -> Reply:
+        """The answer, citing sources as [n]; CANNOT_ANSWER when they do not answer it."""
 
-    def condense(self, history: History, question: str) -> str:
-        """A standalone question for retrieval. Without a model: a follow-up that leans on the
-        conversation ("what about its speed?") is joined to the question it follows."""
+    def condense(self, history: History, question: str) -> tuple[str, Usage | None]:
+        """A standalone question for retrieval, and the tokens that took. Without a model: a
+        follow-up that leans on the conversation ("what about its speed?") is joined to the
+        question it follows."""
         if not history or not needs_context(question):
-            return question
-        return join_follow_up(history, question)
+            return question, None
+        return join_follow_up(history, question), None
 
 
 def needs_context(question: str) -> bool:
@@ -60,7 +82,6 @@ class ChatProvider(Provider):
     """A chat model: the prompt files, the sources block and follow-up rewriting."""
 
     def __init__(self, settings: Settings) -> None:
-        super().__init__()
         self.settings = settings
 
     def messages(self, question: str, sources: list[Source]) -> list[tuple[str, str]]:
@@ -70,22 +91,25 @@ class ChatProvider(Provider):
         return [("system", system), ("user", user)]
 
     @abstractmethod
-    def complete(self, messages: list[tuple[str, str]]) -> Iterator[str]:
-        """Stream the model's reply to ``messages``."""
+    def stream(self, messages: list[tuple[str, str]], json: bool = False) -> Iterator[str | Usage]:
+        """The model's reply to ``messages`` as text pieces, and its usage when reported;
+        with ``json``, the reply is constrained to one JSON object."""
 
-    def generate(self, question: str, sources: list[Source]) -> Iterator[str]:
-        yield from self.complete(self.messages(question, sources))
+    def complete(self, messages: list[tuple[str, str]], json: bool = False) -> Reply:
+        return Reply(self.stream(messages, json))
 
-    def condense(self, history: History, question: str) -> str:
+    def generate(self, question: str, sources: list[Source]) -> Reply:
+        return self.complete(self.messages(question, sources))
+
+    def condense(self, history: History, question: str) -> tuple[str, Usage | None]:
         if not history or not needs_context(question):
-            return question
+            return question, None
         turns = "\n".join(f"User: {q}\nAssistant: {a}" for q, a in history[-3:])
         prompt = load_prompt("condense.user").format(history=turns, question=question)
-        usage = self.usage
-        rewritten = "".join(self.complete([("user", prompt)])).strip().strip('"')
-        self.usage = usage
+        reply = self.complete([("user", prompt)])
+        rewritten = reply.text().strip().strip('"')
         first = rewritten.splitlines()[0].strip() if rewritten else ""
         if not first or first.casefold() == question.casefold():
             # the model kept the follow-up as it was: keep its context the simple way
-            return join_follow_up(history, question)
-        return first
+            return join_follow_up(history, question), reply.usage
+        return first, reply.usage

@@ -17,11 +17,11 @@ import numpy as np
 
 from app import question as q
 from app.answer import CANNOT_ANSWER, defuse, subject
-from app.llm.base import Provider
-from app.models import Source
+from app.llm.base import Provider, Reply
+from core.models import Source
+from core.text import sentence_spans
+from core.tokens import words
 from ingest.embed import Embedder
-from ingest.index import bm25_tokens
-from ingest.text import sentence_spans
 
 CANDIDATE_PAPERS = 3
 MAX_SENTENCES = 3  # and so at most 3 papers an answer
@@ -46,11 +46,13 @@ class ExtractiveProvider(Provider):
     model = None
 
     def __init__(self, embedder: Embedder) -> None:
-        super().__init__()
         self.embedder = embedder
 
-    def generate(self, question: str, sources: list[Source]) -> Iterator[str]:
+    def generate(self, question: str, sources: list[Source]) -> Reply:
         """``sources`` are the relevant ones, best first (the service drops the others)."""
+        return Reply(self._answer(question, sources))
+
+    def _answer(self, question: str, sources: list[Source]) -> Iterator[str]:
         listing = q.is_listing(question)
         pool = sources[:MAX_SENTENCES] if listing else sources[:CANDIDATE_PAPERS]
         candidates = [
@@ -79,8 +81,8 @@ class ExtractiveProvider(Provider):
         how few candidate sentences share them ("chronically overlooked" says more than the
         topic words every sentence repeats), the words it adds, whether it has the shape of
         the answer, and how relevant its paper is."""
-        q_terms = set(bm25_tokens([question])[0])
-        terms = [set(t) for t in bm25_tokens([c.sentence for c in candidates])]
+        q_terms = set(words([question])[0])
+        terms = [set(t) for t in words([c.sentence for c in candidates])]
         df = {t: sum(t in mine for mine in terms) for t in q_terms}
         weight = {t: math.log(1 + len(terms) / n) for t, n in df.items() if n}
         total = sum(weight.values()) or 1.0

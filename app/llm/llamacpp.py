@@ -8,9 +8,10 @@ from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
-from app.errors import ConfigError
 from app.llm.base import ChatProvider
-from app.settings import Settings
+from core.errors import ConfigError
+from core.models import Usage
+from core.settings import Settings
 
 
 @lru_cache(maxsize=2)
@@ -43,11 +44,15 @@ class LlamaCppProvider(ChatProvider):
         self.model = path.name
         self.llama = _load(str(path))
 
-    def complete(self, messages: list[tuple[str, str]]) -> Iterator[str]:
+    def stream(self, messages: list[tuple[str, str]], json: bool = False) -> Iterator[str | Usage]:
         chat = [{"role": role, "content": text} for role, text in messages]
         with self._lock:
             for part in self.llama.create_chat_completion(
-                messages=chat, stream=True, temperature=0, max_tokens=self.settings.llm_max_tokens
+                messages=chat,
+                stream=True,
+                temperature=0,
+                max_tokens=self.settings.llm_max_tokens,
+                response_format={"type": "json_object"} if json else None,
             ):
                 text = part["choices"][0]["delta"].get("content")
                 if text:

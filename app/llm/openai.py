@@ -10,10 +10,10 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_openai import ChatOpenAI
 
-from app.errors import ConfigError, ProviderError
 from app.llm.base import ChatProvider
-from app.models import Usage
-from app.settings import Settings
+from core.errors import ConfigError, ProviderError
+from core.models import Usage
+from core.settings import Settings
 
 
 class OpenAIProvider(ChatProvider):
@@ -39,7 +39,7 @@ class OpenAIProvider(ChatProvider):
             stream_usage=True,
         )
 
-    def complete(self, messages: list[tuple[str, str]]) -> Iterator[str]:
+    def stream(self, messages: list[tuple[str, str]], json: bool = False) -> Iterator[str | Usage]:
         # The messages are already filled in: escape braces so LangChain does not re-format them.
         prompt = ChatPromptTemplate.from_messages(
             [(role, text.replace("{", "{{").replace("}", "}}")) for role, text in messages]
@@ -47,7 +47,8 @@ class OpenAIProvider(ChatProvider):
         usage = Usage()
         reported = False
         try:
-            for chunk in (prompt | self.chat).stream({}):
+            chat = self.chat.bind(response_format={"type": "json_object"}) if json else self.chat
+            for chunk in (prompt | chat).stream({}):
                 meta: Any = getattr(chunk, "usage_metadata", None)
                 if meta:
                     reported = True
@@ -81,10 +82,5 @@ class OpenAIProvider(ChatProvider):
             ) from exc
         except openai.APIError as exc:
             raise ProviderError(f"{self.where} returned an error: {exc}") from exc
-        if not reported:  # some compatible servers send no usage when streaming
-            return
-        self.usage = Usage(
-            prompt_tokens=(self.usage.prompt_tokens if self.usage else 0) + usage.prompt_tokens,
-            completion_tokens=(self.usage.completion_tokens if self.usage else 0)
-            + usage.completion_tokens,
-        )
+        if reported:  # some compatible servers send no usage when streaming
+            yield usage

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import streamlit as st
 
 from app import ui
-from app.errors import AQAError
-from app.models import Answer
+from core.errors import AQAError
+from core.models import Answer
 
 st.markdown(ui.CSS, unsafe_allow_html=True)
 settings = ui.settings()

@@ -8,7 +8,7 @@ from pathlib import Path
 import streamlit as st
 
 from app import ui
-from app.errors import AQAError
+from core.errors import AQAError
 from ingest.pipeline import ingest
 from ingest.read import FORMATS
 

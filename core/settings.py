@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.errors import ConfigError
+from core.errors import ConfigError
 
 ENV_PREFIX = "AQA_"
 

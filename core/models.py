@@ -1,10 +1,41 @@
-"""Typed records shared by ingest and the app. Citations refer to stable paper ids."""
+"""Typed records every layer shares: papers and chunks, reports, filters, answers.
+
+Citations refer to stable paper ids. Values that follow from others (a source's rank, the
+filters in words, which sources are cited) are computed here, never stored beside them.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
+
+Mode = Literal["hybrid", "dense", "bm25"]
+"""How retrieval ranks: dense and BM25 fused, or one of them alone."""
+MODES: tuple[str, ...] = get_args(Mode)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What the index records about the embedding model that built it."""
+
+    name: str
+    dim: int
+    # The longest chunk (tiktoken tokens) that fits the model's input window with the title.
+    chunk_tokens: int
+
+
+def chunk_id(paper_id: str, index: int) -> str:
+    """The id of a paper's ``index``-th chunk (0-based)."""
+    return f"{paper_id}:{index}"
+
+
+def paper_of(chunk_id: str) -> str:
+    """The paper id a chunk id names."""
+    return chunk_id.rsplit(":", 1)[0]
 
 
 class Paper(BaseModel):
@@ -107,13 +138,17 @@ class Source(BaseModel):
     lexical: float = Field(
         default=0.0, description="Share of the question's word weight (idf) the passage contains."
     )
-    rank: int = Field(description="1-based position after fusion.")
     relevance: float = Field(
         default=0.0,
         description="score + 0.5 x lexical + 0.5 x the question's similarity to the corpus mean; "
         "an answer needs a source at the answer's min_relevance or above.",
     )
-    cited: bool = False
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def rank(self) -> int:
+        """1-based position after fusion: the marker."""
+        return self.marker
 
 
 class Citation(BaseModel):
@@ -128,8 +163,22 @@ class Citation(BaseModel):
 
 
 class Usage(BaseModel):
+    """Tokens one model call (or one answer's calls, summed) used."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+        )
+
+    @staticmethod
+    def total(*parts: Usage | None) -> Usage | None:
+        """The sum of the reported parts; None when no part was reported."""
+        reported = [p for p in parts if p is not None]
+        return sum(reported[1:], reported[0]) if reported else None
 
 
 class Counts(BaseModel):
@@ -144,6 +193,75 @@ class Counts(BaseModel):
     by_decision: dict[str, int] = Field(default_factory=dict)
 
 
+class Filters(BaseModel):
+    """Which papers may be retrieved. Empty lists and None mean no restriction."""
+
+    year_from: int | None = Field(default=None, description="Earliest year, inclusive.")
+    year_to: int | None = Field(default=None, description="Latest year, inclusive.")
+    venues: list[str] = Field(default_factory=list, description="Venues, case-insensitive.")
+    decisions: list[str] = Field(default_factory=list, description="Decisions, e.g. Oral.")
+    authors: list[str] = Field(
+        default_factory=list,
+        description="Authors, as people write them: case, accents and initials do not matter "
+        '("Schölkopf", "Scholkopf", "B. Schölkopf"). A paper passes with any of them.',
+    )
+    from_question: list[str] = Field(
+        default_factory=list, description="Which of the filters were read from the question."
+    )
+
+    @property
+    def active(self) -> bool:
+        return bool(
+            self.year_from is not None
+            or self.year_to is not None
+            or self.venues
+            or self.decisions
+            or self.authors
+        )
+
+    def describe(self) -> str:
+        parts = []
+        if self.venues:
+            parts.append("venue " + " or ".join(self.venues))
+        if self.year_from is not None and self.year_from == self.year_to:
+            parts.append(f"year {self.year_from}")
+        elif self.year_from is not None and self.year_to is not None:
+            parts.append(f"years {self.year_from} to {self.year_to}")
+        elif self.year_from is not None:
+            parts.append(f"years from {self.year_from}")
+        elif self.year_to is not None:
+            parts.append(f"years up to {self.year_to}")
+        if self.decisions:
+            parts.append("decision " + " or ".join(self.decisions))
+        if self.authors:
+            parts.append("author " + " or ".join(self.authors))
+        return ", ".join(parts) or "none"
+
+    def merged_over(self, parsed: Filters) -> Filters:
+        """These (explicit) filters, with the question's filling only what was not given."""
+        fields = ("year_from", "year_to", "venues", "decisions", "authors")
+        merged: dict[str, Any] = {}
+        used: list[str] = []
+        years_given = self.year_from is not None or self.year_to is not None
+        for name in fields:
+            mine, theirs = getattr(self, name), getattr(parsed, name)
+            explicit = years_given if name.startswith("year") else bool(mine)
+            merged[name] = mine if explicit else theirs
+            if not explicit and theirs not in (None, []):
+                used.append(name)
+        return Filters(**merged, from_question=used)
+
+    def without(self, names: Iterable[str]) -> Filters:
+        """These filters less the named ones ("year", "venues", "decisions", "authors")."""
+        drop = set(names)
+        update: dict[str, Any] = {}
+        if "year" in drop:
+            update |= {"year_from": None, "year_to": None}
+        update |= {name: [] for name in ("venues", "decisions", "authors") if name in drop}
+        kept = [f for f in self.from_question if f not in drop and f.split("_")[0] not in drop]
+        return self.model_copy(update={**update, "from_question": kept})
+
+
 class Answer(BaseModel):
     """What `ask()` returns; the CLI's `ask --json` prints this model."""
 
@@ -153,8 +271,7 @@ class Answer(BaseModel):
     abstained: bool
     citations: list[Citation] = Field(default_factory=list)
     sources: list[Source] = Field(default_factory=list)
-    filters: dict[str, object] = Field(default_factory=dict)
-    filters_applied: str = "none"
+    filters: Filters = Field(default_factory=lambda: Filters())
     min_relevance: float | None = Field(
         default=None, description="The relevance a source needed (fitted to the index size)."
     )
@@ -169,3 +286,15 @@ class Answer(BaseModel):
         default=None, description="For counting and trend questions: the counts behind the answer."
     )
     timings: dict[str, float] = Field(default_factory=dict)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def filters_applied(self) -> str:
+        """The filters in words ("venue ICLR, year 2024"), or "none"."""
+        return self.filters.describe()
+
+    @property
+    def cited_sources(self) -> list[Source]:
+        """The sources the answer cites, in marker order."""
+        cited = {c.marker for c in self.citations}
+        return [s for s in self.sources if s.marker in cited]

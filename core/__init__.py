@@ -1,0 +1,1 @@
+"""The lowest layer: records, settings, errors and text helpers. Imports nothing of ours."""

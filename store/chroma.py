@@ -1,0 +1,212 @@
+"""The Chroma side of the store: the client (embedded or a server) and the collection of chunks.
+
+Chroma is the source of truth; this is the only module that imports chromadb. Everything it
+returns is ours: `StoredChunk` records, ids, similarities.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import chromadb
+import numpy as np
+from chromadb.api import ClientAPI
+from chromadb.api.models.Collection import Collection
+from chromadb.config import Settings as ChromaSettings
+
+from core.errors import ConfigError, IndexMismatchError
+from core.models import Filters, ModelSpec
+from core.settings import Settings
+from store.records import StoredChunk
+
+MODEL_KEY = "aqa_embedding_model"
+DIM_KEY = "aqa_embedding_dim"
+GENERATION_KEY = "aqa_generation"
+_PAGE = 5000
+
+
+def open_client(settings: Settings) -> ClientAPI:
+    """Embedded Chroma under data_dir, or the Chroma server named by AQA_CHROMA_HOST."""
+    chroma_settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
+    if settings.chroma_host:
+        try:
+            return chromadb.HttpClient(
+                host=settings.chroma_host,
+                port=settings.chroma_port,
+                ssl=settings.chroma_ssl,
+                settings=chroma_settings,
+            )
+        except Exception as exc:
+            raise ConfigError(
+                f"Cannot reach the Chroma server at {settings.chroma_host}:{settings.chroma_port} "
+                f"({exc}). Start it with `chroma run --path DIR --port {settings.chroma_port}` "
+                "or unset AQA_CHROMA_HOST to use the embedded index."
+            ) from exc
+    settings.chroma_dir.mkdir(parents=True, exist_ok=True)
+    return chromadb.PersistentClient(path=str(settings.chroma_dir), settings=chroma_settings)
+
+
+def where(filters: Filters) -> dict[str, Any] | None:
+    """The filters as Chroma's ``where`` (authors cannot be: Chroma has no list metadata)."""
+    clauses: list[dict[str, Any]] = []
+    if filters.year_from is not None:
+        clauses.append({"year": {"$gte": filters.year_from}})
+    if filters.year_to is not None:
+        clauses.append({"year": {"$lte": filters.year_to}})
+    if filters.venues:
+        clauses.append({"venue_key": {"$in": [v.casefold() for v in filters.venues]}})
+    if filters.decisions:
+        clauses.append({"decision_key": {"$in": [d.casefold() for d in filters.decisions]}})
+    if not clauses:
+        return None
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
+class ChunkCollection:
+    """One Chroma collection of chunks, as records."""
+
+    def __init__(self, collection: Collection, batch_size: int) -> None:
+        self._col = collection
+        self.batch_size = batch_size
+
+    # --- the collection's own metadata: model and write generation ---------------------------
+    @property
+    def model(self) -> tuple[str | None, int | None]:
+        meta = self._col.metadata or {}
+        name, dim = meta.get(MODEL_KEY), meta.get(DIM_KEY)
+        return (None if name is None else str(name)), (None if dim is None else int(dim))
+
+    def check_model(self, spec: ModelSpec, where: str) -> None:
+        """Refuse an index built by another embedding model than ``spec``."""
+        built_with, dim = self.model
+        if built_with is not None and (built_with != spec.name or dim != spec.dim):
+            raise IndexMismatchError(
+                f"The index in {where} was built with {built_with} ({dim} dimensions) but "
+                f"the settings ask for {spec.name} ({spec.dim} dimensions). Either set "
+                f"AQA_EMBEDDING_MODEL/AQA_EMBEDDINGS back to match it, or rebuild it with "
+                f"`abstract-qa ingest PATH --rebuild`."
+            )
+
+    @property
+    def generation(self) -> str:
+        """Changes first in every write session (see `store.index`)."""
+        return str((self._col.metadata or {}).get(GENERATION_KEY, ""))
+
+    def set_generation(self, generation: str) -> None:
+        meta = dict(self._col.metadata or {})
+        meta[GENERATION_KEY] = generation
+        self._col.modify(metadata=meta)
+
+    # --- reading -----------------------------------------------------------------------------
+    def count(self) -> int:
+        return self._col.count()
+
+    def ids(self) -> list[str]:
+        return list(self._col.get(include=[])["ids"])
+
+    def scan(
+        self, documents: bool = False, vectors: bool = False
+    ) -> Iterator[tuple[StoredChunk, np.ndarray | None]]:
+        """Every chunk (with its text when ``documents``) and its vector (when ``vectors``),
+        page by page."""
+        include: Any = ["metadatas"]
+        include += ["documents"] if documents else []
+        include += ["embeddings"] if vectors else []
+        offset = 0
+        while True:
+            page = self._col.get(include=include, limit=_PAGE, offset=offset)
+            ids = page["ids"]
+            if not ids:
+                return
+            none: list[Any] = [None] * len(ids)
+            metas: list[Any] = list(page["metadatas"] or none)
+            docs: list[Any] = list(page["documents"] or none)
+            embeddings: Any = page.get("embeddings")
+            embeddings = embeddings if embeddings is not None else [None] * len(ids)
+            for cid, meta, doc, vector in zip(ids, metas, docs, embeddings, strict=True):
+                record = StoredChunk.from_store(cid, doc, dict(meta or {}))
+                yield record, (None if vector is None else np.asarray(vector, dtype=np.float32))
+            offset += len(ids)
+
+    def get(self, ids: Sequence[str]) -> dict[str, StoredChunk]:
+        """The chunks with these ids that exist, text included, by id."""
+        if not ids:
+            return {}
+        got = self._col.get(ids=list(ids), include=["metadatas", "documents"])
+        return {
+            cid: StoredChunk.from_store(cid, doc, dict(meta or {}))
+            for cid, doc, meta in zip(
+                got["ids"], got["documents"] or [], got["metadatas"] or [], strict=True
+            )
+        }
+
+    def nearest(
+        self, vector: np.ndarray, n: int, filters: Filters | None = None
+    ) -> tuple[list[str], list[float]]:
+        """Chroma's ``n`` nearest chunks (passing ``filters``): ids and cosine similarities."""
+        found = self._col.query(
+            query_embeddings=[vector.tolist()],
+            n_results=n,
+            where=where(filters) if filters is not None else None,
+            include=["distances"],
+        )
+        distances = (found["distances"] or [[]])[0]
+        return list(found["ids"][0]), [1.0 - float(d) for d in distances]
+
+    # --- writing (only through `store.index.Write`) ------------------------------------------
+    def _batches(self, items: Sequence[Any]) -> Iterator[Sequence[Any]]:
+        for i in range(0, len(items), self.batch_size):
+            yield items[i : i + self.batch_size]
+
+    def upsert(self, records: Sequence[StoredChunk], vectors: Sequence[Sequence[float]]) -> None:
+        for part in self._batches(list(zip(records, vectors, strict=True))):
+            rows = [record.to_store() for record, _ in part]
+            self._col.upsert(
+                ids=[cid for cid, _, _ in rows],
+                embeddings=np.asarray([vector for _, vector in part], dtype=np.float32),
+                documents=[doc for _, doc, _ in rows],
+                metadatas=[meta for _, _, meta in rows],
+            )
+
+    def update(self, records: Sequence[StoredChunk]) -> None:
+        """New metadata for chunks whose text is unchanged."""
+        for part in self._batches(records):
+            rows = [record.to_store() for record in part]
+            self._col.update(ids=[cid for cid, _, _ in rows], metadatas=[m for _, _, m in rows])
+
+    def delete(self, ids: Sequence[str]) -> None:
+        for part in self._batches(ids):
+            self._col.delete(ids=list(part))
+
+
+def open_collection(
+    client: ClientAPI,
+    name: str,
+    batch_size: int,
+    spec: ModelSpec | None = None,
+    create: bool = False,
+) -> ChunkCollection | None:
+    """The collection ``name`` (created for ``spec`` when ``create``), or None if there is none."""
+    if create:
+        if spec is None:
+            raise ValueError("creating a collection needs the model spec")
+        col = client.get_or_create_collection(
+            name,
+            metadata={MODEL_KEY: spec.name, DIM_KEY: spec.dim, GENERATION_KEY: "new"},
+            configuration={"hnsw": {"space": "cosine"}},
+            embedding_function=None,
+        )
+    else:
+        try:
+            col = client.get_collection(name, embedding_function=None)
+        except Exception:  # chroma raises NotFoundError / ValueError by version
+            return None
+    return ChunkCollection(col, batch_size)
+
+
+def delete_collection(client: ClientAPI, name: str) -> None:
+    try:
+        client.delete_collection(name)
+    except Exception:  # none to delete: chroma raises NotFoundError / ValueError by version
+        return

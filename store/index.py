@@ -1,0 +1,173 @@
+"""The store: a Chroma collection of chunks (embedded or on a server) and the BM25 index beside it.
+
+Chroma is the source of truth. The BM25 side is a cache keyed by the collection's generation
+marker, and the only way to change the collection is a `Write`, which changes the marker first
+and rebuilds the BM25 side last: a BM25 index whose generation differs is stale and is rebuilt
+from Chroma, so the two agree even after an interrupted ingest or on another machine reading the
+same Chroma server.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.errors import EmptyIndexError
+from core.models import IndexStats, ModelSpec
+from core.settings import Settings
+from store.bm25 import BM25Index
+from store.chroma import ChunkCollection, delete_collection, open_client, open_collection
+from store.records import StoredChunk
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The index as one question sees it: the collection and the BM25 side of one generation."""
+
+    chunks: ChunkCollection
+    bm25: BM25Index
+
+
+@dataclass
+class Write:
+    """One write session. Changes go to Chroma as they are made; the BM25 side is rebuilt when
+    the session ends without an error (an error leaves it stale, to be rebuilt on next open)."""
+
+    chunks: ChunkCollection
+    generation: str
+    changed: int = 0
+
+    def upsert(self, records: Sequence[StoredChunk], vectors: Sequence[Sequence[float]]) -> None:
+        self.chunks.upsert(records, vectors)
+        self.changed += len(records)
+
+    def update(self, records: Sequence[StoredChunk]) -> None:
+        self.chunks.update(records)
+        self.changed += len(records)
+
+    def delete(self, ids: Sequence[str]) -> None:
+        self.chunks.delete(ids)
+        self.changed += len(ids)
+
+
+class Index:
+    """One collection and its BM25 companion, opened from the settings."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.client = open_client(settings)
+        self._batch_size: int | None = None
+        self._cached: BM25Index | None = None
+        self._lock = threading.Lock()
+
+    def where(self) -> str:
+        if self.settings.chroma_host:
+            return f"Chroma server {self.settings.chroma_host}:{self.settings.chroma_port}"
+        return str(self.settings.chroma_dir)
+
+    # --- opening -----------------------------------------------------------------------------
+    def chunks(self, spec: ModelSpec | None = None, create: bool = False) -> ChunkCollection | None:
+        """The collection (None when there is none); with ``spec``, one built by that model."""
+        if self._batch_size is None:
+            self._batch_size = self.client.get_max_batch_size()
+        chunks = open_collection(
+            self.client, self.settings.collection, self._batch_size, spec, create
+        )
+        if chunks is not None and spec is not None:
+            chunks.check_model(spec, self.where())
+        return chunks
+
+    def snapshot(self, spec: ModelSpec) -> Snapshot:
+        """The index for a query: checked for model and emptiness (one round trip to a Chroma
+        server), with its BM25 side loaded once per generation and shared by every caller."""
+        chunks = self.chunks(spec)
+        if chunks is None or chunks.count() == 0:
+            raise EmptyIndexError(
+                f"The index in {self.where()} is empty. Add papers with "
+                "`abstract-qa ingest PATH` (the bundled sample: `make run` or "
+                "`abstract-qa ingest data/sample`)."
+            )
+        with self._lock:
+            if self._cached is None or self._cached.generation != chunks.generation:
+                self._cached = self.bm25(chunks)
+            return Snapshot(chunks, self._cached)
+
+    # --- the BM25 side -----------------------------------------------------------------------
+    def _bm25_root(self) -> Path:
+        root = self.settings.bm25_dir
+        if self.settings.chroma_host:
+            # One cache per server and collection, so switching servers never mixes them.
+            key = f"{self.settings.chroma_host}_{self.settings.chroma_port}"
+            root = root / "".join(c if c.isalnum() else "_" for c in key)
+        return root / self.settings.collection
+
+    def saved_bm25(self) -> BM25Index | None:
+        """The BM25 index on disk as it is, stale or not (None when there is none)."""
+        return BM25Index.load(self._bm25_root())
+
+    def bm25(self, chunks: ChunkCollection) -> BM25Index:
+        """The BM25 index matching the collection now, rebuilt if it is missing or stale."""
+        saved = self.saved_bm25()
+        if saved is not None and saved.generation == chunks.generation:
+            return saved
+        return self._rebuild(chunks, chunks.generation)
+
+    def _rebuild(self, chunks: ChunkCollection, generation: str) -> BM25Index:
+        bm25 = BM25Index.build(chunks.scan(documents=True, vectors=True), generation)
+        bm25.save(self._bm25_root())
+        return bm25
+
+    # --- writing -----------------------------------------------------------------------------
+    @contextmanager
+    def write(self, chunks: ChunkCollection) -> Iterator[Write]:
+        """The one way to change the index (see the module's docstring)."""
+        generation = uuid.uuid4().hex
+        chunks.set_generation(generation)  # before any change: a crash mid-write is visible
+        session = Write(chunks, generation)
+        yield session
+        self._rebuild(chunks, generation)
+
+    def drop(self) -> None:
+        """Delete the collection and its BM25 index (for --rebuild)."""
+        delete_collection(self.client, self.settings.collection)
+        shutil.rmtree(self._bm25_root(), ignore_errors=True)
+
+    # --- what the index holds ----------------------------------------------------------------
+    def stored(self, chunks: ChunkCollection) -> dict[str, StoredChunk]:
+        """Every chunk's record without its text, by id (what a re-ingest compares)."""
+        return {record.chunk_id: record for record, _ in chunks.scan()}
+
+    def paper_ids(self) -> set[str]:
+        chunks = self.chunks()
+        return set() if chunks is None else {r.paper_id for r, _ in chunks.scan()}
+
+    def stats(self) -> IndexStats:
+        """Papers, chunks, venues and years in the index; the model that built it."""
+        chunks = self.chunks()
+        papers: dict[str, StoredChunk] = {}
+        count = 0
+        model: tuple[str | None, int | None] = (None, None)
+        if chunks is not None:
+            model = chunks.model
+            for record, _ in chunks.scan():
+                count += 1
+                papers.setdefault(record.paper_id, record)
+        venues = Counter(r.venue or "unknown" for r in papers.values())
+        years = Counter(str(r.year) if r.year is not None else "unknown" for r in papers.values())
+        host = self.settings.chroma_host
+        return IndexStats(
+            papers=len(papers),
+            chunks=count,
+            venues=dict(venues.most_common()),
+            years=dict(sorted(years.items())),
+            embedding_model=model[0],
+            embedding_dim=model[1],
+            data_dir=self.settings.data_dir,
+            chroma=f"{host}:{self.settings.chroma_port}" if host else "embedded",
+        )

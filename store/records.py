@@ -1,0 +1,182 @@
+"""The stored-chunk record and its one conversion to and from Chroma's shapes.
+
+Above the store nothing reads Chroma's metadata keys: a chunk comes back as a `StoredChunk`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Any
+
+from core.models import Chunk, Paper, paper_of
+from core.text import fingerprint, has_latex, plain_text
+
+
+def paper_hash(paper: Paper, chunking: str) -> str:
+    """Changes when anything that shapes a paper's chunks changes: its record or the chunking."""
+    return fingerprint(paper.model_dump_json(exclude={"source"}), chunking)
+
+
+def search_text(title: str, title_derived: bool, text: str) -> str:
+    """What lexical search and lexical coverage read: the title (unless it was made from the
+    text) and the text."""
+    return f"{'' if title_derived else title}. {text}"
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    """A chunk as the index holds it: its text, where it sits in the abstract, its paper's
+    metadata, and the hashes a re-ingest compares. ``text`` is empty when read without it."""
+
+    chunk_id: str
+    paper_id: str
+    index: int = 0
+    start: int = 0
+    end: int = 0
+    text: str = ""
+    title: str = ""
+    title_derived: bool = False
+    authors: tuple[str, ...] = ()
+    keywords: tuple[str, ...] = ()
+    year: int | None = None
+    venue: str | None = None
+    decision: str | None = None
+    url: str | None = None
+    source: str = ""
+    content_hash: str = ""
+    meta_hash: str = ""
+    paper_hash: str = ""  # on a paper's first chunk only
+    n_chunks: int = 0  # on a paper's first chunk only
+    rendered: str | None = None  # the text with LaTeX rendered at ingest (None: it had none)
+    rendered_title: str | None = None
+
+    @classmethod
+    def of(cls, paper: Paper, chunk: Chunk, n_chunks: int, chunking: str) -> StoredChunk:
+        """The record ingest writes for ``chunk`` of ``paper``."""
+        record = cls(
+            chunk_id=chunk.chunk_id,
+            paper_id=paper.paper_id,
+            index=chunk.index,
+            start=chunk.start,
+            end=chunk.end,
+            text=chunk.text,
+            title=paper.title,
+            title_derived=paper.title_derived,
+            authors=tuple(paper.authors),
+            keywords=tuple(paper.keywords),
+            year=paper.year,
+            venue=paper.venue,
+            decision=paper.decision,
+            url=paper.url,
+            source=paper.source,
+            content_hash=chunk.content_hash,
+            # on the first chunk: lets a re-ingest skip an unchanged paper without chunking it
+            paper_hash=paper_hash(paper, chunking) if chunk.index == 0 else "",
+            n_chunks=n_chunks if chunk.index == 0 else 0,
+            # LaTeX rendering is slow (pylatexenc, ~20 ms an abstract): done once, not per query
+            rendered=chunk.plain if has_latex(chunk.text) else None,
+            rendered_title=plain_text(paper.title) if has_latex(paper.title) else None,
+        )
+        meta = record._metadata()
+        # where a paper was read from may change without the chunk being touched
+        described = json.dumps({key: meta[key] for key in sorted(meta) if key != "source"})
+        return replace(record, meta_hash=fingerprint(described))
+
+    @cached_property
+    def plain(self) -> str:
+        """The text as displayed and searched (LaTeX rendered)."""
+        return self.rendered if self.rendered is not None else plain_text(self.text)
+
+    @cached_property
+    def plain_title(self) -> str:
+        if self.rendered_title is not None:
+            return self.rendered_title
+        return plain_text(self.title or self.paper_id)
+
+    @property
+    def search_text(self) -> str:
+        return search_text(self.plain_title, self.title_derived, self.plain)
+
+    # --- Chroma's shapes: the one place they are read and written ----------------------------
+    def to_store(self) -> tuple[str, str, dict[str, Any]]:
+        """Id, document and metadata as Chroma stores them."""
+        return self.chunk_id, self.text, {**self._metadata(), "meta_hash": self.meta_hash}
+
+    def _metadata(self) -> dict[str, Any]:
+        # no None values: Chroma rejects them
+        meta: dict[str, Any] = {
+            "paper_id": self.paper_id,
+            "chunk_index": self.index,
+            "start": self.start,
+            "end": self.end,
+            "title": self.title,
+            "title_derived": self.title_derived,
+            "authors": json.dumps(list(self.authors), ensure_ascii=False),
+            "keywords": json.dumps(list(self.keywords), ensure_ascii=False),
+            "source": self.source,
+            "content_hash": self.content_hash,
+        }
+        if self.rendered is not None:
+            meta["plain"] = self.rendered
+        if self.rendered_title is not None:
+            meta["plain_title"] = self.rendered_title
+        for key in ("year", "venue", "url", "decision"):
+            if (value := getattr(self, key)) is not None:
+                meta[key] = value
+        # lower-case copies for Chroma's case-sensitive filters
+        if self.venue:
+            meta["venue_key"] = self.venue.casefold()
+        if self.decision:
+            meta["decision_key"] = self.decision.casefold()
+        if self.index == 0:
+            meta["paper_hash"] = self.paper_hash
+            meta["n_chunks"] = self.n_chunks
+        return meta
+
+    @classmethod
+    def from_store(
+        cls, chunk_id: str, document: str | None, meta: dict[str, Any] | None
+    ) -> StoredChunk:
+        meta = meta or {}
+
+        def text(key: str) -> str | None:
+            value = meta.get(key)
+            return None if value is None else str(value)
+
+        year = meta.get("year")
+        return cls(
+            chunk_id=chunk_id,
+            paper_id=str(meta.get("paper_id", paper_of(chunk_id))),
+            index=int(meta.get("chunk_index", 0)),
+            start=int(meta.get("start", 0)),
+            end=int(meta.get("end", 0)),
+            text=document or "",
+            title=str(meta.get("title", "")),
+            title_derived=bool(meta.get("title_derived", False)),
+            authors=tuple(_json_list(meta.get("authors"))),
+            keywords=tuple(_json_list(meta.get("keywords"))),
+            year=year if isinstance(year, int) and not isinstance(year, bool) else None,
+            venue=text("venue"),
+            decision=text("decision"),
+            url=text("url"),
+            source=str(meta.get("source", "")),
+            content_hash=str(meta.get("content_hash", "")),
+            meta_hash=str(meta.get("meta_hash", "")),
+            paper_hash=str(meta.get("paper_hash", "")),
+            n_chunks=int(meta.get("n_chunks", 0)),
+            rendered=text("plain"),
+            rendered_title=text("plain_title"),
+        )
+
+
+def _json_list(raw: Any) -> list[str]:
+    """A list Chroma holds as a JSON string (its metadata values are scalars)."""
+    if not isinstance(raw, str) or not raw:
+        return []
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return []
+    return [str(v) for v in value] if isinstance(value, list) else []
