@@ -70,6 +70,9 @@ class QuestionResult(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     judge: dict[str, int] | None = None
+    judge_reply: str | None = Field(
+        default=None, description="What the judge model said, parsed or not (with --judge)."
+    )
 
     @property
     def failed(self) -> list[str]:
@@ -236,8 +239,16 @@ def _percentile(values: list[float], p: float) -> float:
     return round(ordered[min(len(ordered) - 1, int(p * len(ordered)))], 4) if ordered else 0.0
 
 
-def judge(service: QAService, answer: Answer) -> dict[str, int] | None:
-    """Correctness and faithfulness, 1 to 5, from the configured chat model; None without one."""
+class Verdict(BaseModel):
+    """A judge model's grades of one answer, and its reply as it came."""
+
+    scores: dict[str, int] = Field(description="correctness and faithfulness, 1-5, when given.")
+    reply: str
+
+
+def judge(service: QAService, answer: Answer) -> Verdict | None:
+    """Correctness and faithfulness, 1 to 5, from the configured chat model, asked in a call of
+    its own; None without a chat model or for a refusal."""
     provider = service.provider
     if not isinstance(provider, ChatProvider) or answer.abstained:
         return None
@@ -252,7 +263,7 @@ def judge(service: QAService, answer: Answer) -> dict[str, int] | None:
         m = re.search(rf'"?{name}"?\s*[:=]\s*([1-5])', reply, re.IGNORECASE)
         if m:
             scores[name] = int(m.group(1))
-    return scores or None
+    return Verdict(scores=scores, reply=reply)
 
 
 def run_eval(
@@ -277,8 +288,8 @@ def run_eval(
         started = time.perf_counter()
         answer = service.ask(q.question, history=history, k=k, mode=mode)
         result = score(q, answer, time.perf_counter() - started, k)
-        if use_judge:
-            result.judge = judge(service, answer)
+        if use_judge and (verdict := judge(service, answer)) is not None:
+            result.judge, result.judge_reply = verdict.scores or None, verdict.reply
         answers[q.id] = answer
         results.append(result)
         if progress:

@@ -5,6 +5,7 @@ tested is that whatever it says reaches the user streamed, with only real citati
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import sys
 from collections.abc import Iterator
@@ -139,3 +140,36 @@ def test_a_hostile_corpus_cannot_steer_the_model_into_fake_citations(
         for fake in ("[7]", "[9]", "[12]", "[42]", "[99]"):
             assert fake not in answer.answer
         assert_citations_real(answer)  # a refusal has none; otherwise each is a real source
+
+
+def test_the_judge_grades_through_the_server_in_a_call_of_its_own(
+    server: str, sample_settings: Settings, sample_service: QAService, tmp_path: Path
+) -> None:
+    """`eval --judge` asks the chat model to grade each answer: a real request in JSON mode,
+    whose reply is kept, whose scores (when the model gives them) are 1-5, and which leaves the
+    graded answers, their usage included, as they were."""
+    from app.evaluate import judge, load_questions, run_eval
+
+    grader = QAService(llm_settings(sample_settings, server, llm_max_tokens=120))
+    answers = [sample_service.ask(q) for q in ("What is DASHA?", "What does DecDTW do?")]
+    assert not any(a.abstained for a in answers)
+    untouched = [a.model_copy(deep=True) for a in answers]
+    for answer in answers:
+        verdict = judge(grader, answer)
+        assert verdict is not None and verdict.reply.lstrip().startswith("{"), verdict
+        assert set(verdict.scores) <= {"correctness", "faithfulness"}
+        assert all(1 <= v <= 5 for v in verdict.scores.values())
+    assert answers == untouched
+    refusal = sample_service.ask("How do honeybees communicate?")
+    assert refusal.abstained and judge(grader, refusal) is None  # nothing to grade
+
+    questions = tmp_path / "q.jsonl"
+    dasha = paper_id_containing("We develop and analyze DASHA")
+    questions.write_text(
+        json.dumps({"id": "q1", "question": "What is DASHA?", "gold": [dasha]})
+        + '\n{"id": "q2", "question": "How do honeybees communicate?", "answerable": false}\n'
+    )
+    report = run_eval(load_questions(questions), grader, use_judge=True)
+    graded = [r for r in report.results if not r.abstained]
+    assert all(r.judge_reply for r in graded)
+    assert all(r.judge_reply is None for r in report.results if r.abstained)
