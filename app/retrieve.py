@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -69,12 +70,11 @@ class PaperHit:
             marker=marker,
             paper_id=self.paper_id,
             title=head.plain_title,
-            title_derived=head.title_derived,
             authors=list(head.authors),
-            year=head.year,
-            venue=head.venue,
-            decision=head.decision,
-            url=head.url,
+            **{
+                name: getattr(head, name)
+                for name in ("title_derived", "year", "venue", "decision", "url")
+            },
             text=self.text,
             chunk_ids=[p.chunk_id for p in self.passages],
             score=round(self.similarity, 4),
@@ -178,13 +178,11 @@ class Retriever:
         timings["bm25"] = time.perf_counter() - t
 
         t = time.perf_counter()
+        ranking.lexical = {cid: lexical_score(at.bm25, scores, cid) for cid in ranking.similarity}
         fused = fuse(
             fusion or self.settings.fusion,
             self.settings.dense_weight if dense_weight is None else dense_weight,
-            ranking.dense,
-            ranking.bm25,
-            ranking.similarity,
-            {cid: lexical_score(at.bm25, scores, cid) for cid in ranking.similarity},
+            ranking,
         )
         chosen = by_paper(fused, k, chunks_per_paper, at.bm25)
         hits = self._fetch(at, chosen, ranking.similarity, fused)
@@ -334,51 +332,31 @@ def merge_hits(rankings: list[list[PaperHit]], k: int) -> list[PaperHit]:
     return list(merged.values())[:k]
 
 
-def fuse(
-    fusion: Fusion,
-    dense_weight: float,
-    dense_ranking: list[str],
-    bm25_ranking: list[str],
-    similarity: dict[str, float],
-    lexical: dict[str, float],
-) -> dict[str, float]:
+def fuse(fusion: Fusion, dense_weight: float, ranking: Ranking) -> dict[str, float]:
     """One score per candidate chunk. ``rrf``: weighted reciprocal rank fusion; ``convex``: a
     weighted sum of the dense similarity and the BM25 score scaled to [0, 1] by its maximum.
     With one ranking only, its reciprocal rank."""
-    if not bm25_ranking or not dense_ranking:
-        return {
-            cid: 1.0 / (RRF_K + rank + 1) for rank, cid in enumerate(dense_ranking or bm25_ranking)
-        }
-    return FUSIONS[fusion](dense_weight, dense_ranking, bm25_ranking, similarity, lexical)
+    if not ranking.bm25 or not ranking.dense:
+        alone = ranking.dense or ranking.bm25
+        return {cid: 1.0 / (RRF_K + rank + 1) for rank, cid in enumerate(alone)}
+    return FUSIONS[fusion](dense_weight, ranking)
 
 
-def rrf(
-    dense_weight: float,
-    dense_ranking: list[str],
-    bm25_ranking: list[str],
-    similarity: dict[str, float],
-    lexical: dict[str, float],
-) -> dict[str, float]:
+def rrf(dense_weight: float, ranking: Ranking) -> dict[str, float]:
     fused: dict[str, float] = defaultdict(float)
-    for weight, ranking in ((dense_weight, dense_ranking), (1 - dense_weight, bm25_ranking)):
-        for rank, cid in enumerate(ranking):
+    for weight, ranked in ((dense_weight, ranking.dense), (1 - dense_weight, ranking.bm25)):
+        for rank, cid in enumerate(ranked):
             fused[cid] += 2 * weight / (RRF_K + rank + 1)
     return dict(fused)
 
 
-def convex(
-    dense_weight: float,
-    dense_ranking: list[str],
-    bm25_ranking: list[str],
-    similarity: dict[str, float],
-    lexical: dict[str, float],
-) -> dict[str, float]:
-    top_lexical = max(lexical[cid] for cid in bm25_ranking) or 1.0
+def convex(dense_weight: float, ranking: Ranking) -> dict[str, float]:
+    top_lexical = max(ranking.lexical[cid] for cid in ranking.bm25) or 1.0
     return {
-        cid: dense_weight * similarity[cid]
-        + (1 - dense_weight) * lexical.get(cid, 0.0) / top_lexical
-        for cid in {*dense_ranking, *bm25_ranking}
+        cid: dense_weight * ranking.similarity[cid]
+        + (1 - dense_weight) * ranking.lexical.get(cid, 0.0) / top_lexical
+        for cid in {*ranking.dense, *ranking.bm25}
     }
 
 
-FUSIONS = {"rrf": rrf, "convex": convex}
+FUSIONS: dict[str, Callable[[float, Ranking], dict[str, float]]] = {"rrf": rrf, "convex": convex}

@@ -56,21 +56,10 @@ class StoredChunk:
     def of(cls, paper: Paper, chunk: Chunk, n_chunks: int, chunking: str) -> StoredChunk:
         """The record ingest writes for ``chunk`` of ``paper``."""
         record = cls(
-            chunk_id=chunk.chunk_id,
-            paper_id=paper.paper_id,
-            index=chunk.index,
-            start=chunk.start,
-            end=chunk.end,
-            text=chunk.text,
-            title=paper.title,
-            title_derived=paper.title_derived,
+            **chunk.model_dump(include={"chunk_id", "index", "start", "end", "text"}),
+            **paper.model_dump(include=_PAPER_FIELDS),
             authors=tuple(paper.authors),
             keywords=tuple(paper.keywords),
-            year=paper.year,
-            venue=paper.venue,
-            decision=paper.decision,
-            url=paper.url,
-            source=paper.source,
             content_hash=chunk.content_hash,
             # on the first chunk: lets a re-ingest skip an unchanged paper without chunking it
             paper_hash=paper_hash(paper, chunking) if chunk.index == 0 else "",
@@ -140,35 +129,34 @@ class StoredChunk:
         cls, chunk_id: str, document: str | None, meta: dict[str, Any] | None
     ) -> StoredChunk:
         meta = meta or {}
-
-        def text(key: str) -> str | None:
-            value = meta.get(key)
-            return None if value is None else str(value)
-
         year = meta.get("year")
+        values: dict[str, Any] = {
+            **{field: int(meta.get(key, 0)) for field, key in _INTS.items()},
+            **{field: str(meta.get(key, "")) for field, key in _STRINGS.items()},
+            **{field: _optional(meta.get(key)) for field, key in _OPTIONAL.items()},
+        }
         return cls(
             chunk_id=chunk_id,
             paper_id=str(meta.get("paper_id", paper_of(chunk_id))),
-            index=int(meta.get("chunk_index", 0)),
-            start=int(meta.get("start", 0)),
-            end=int(meta.get("end", 0)),
             text=document or "",
-            title=str(meta.get("title", "")),
             title_derived=bool(meta.get("title_derived", False)),
             authors=tuple(_json_list(meta.get("authors"))),
             keywords=tuple(_json_list(meta.get("keywords"))),
             year=year if isinstance(year, int) and not isinstance(year, bool) else None,
-            venue=text("venue"),
-            decision=text("decision"),
-            url=text("url"),
-            source=str(meta.get("source", "")),
-            content_hash=str(meta.get("content_hash", "")),
-            meta_hash=str(meta.get("meta_hash", "")),
-            paper_hash=str(meta.get("paper_hash", "")),
-            n_chunks=int(meta.get("n_chunks", 0)),
-            rendered=text("plain"),
-            rendered_title=text("plain_title"),
+            **values,
         )
+
+
+_PAPER_FIELDS = {"paper_id", "title", "title_derived", "year", "venue", "decision", "url", "source"}
+# record field -> metadata key, by type
+_INTS = {"index": "chunk_index", "start": "start", "end": "end", "n_chunks": "n_chunks"}
+_STRINGS = {k: k for k in ("title", "source", "content_hash", "meta_hash", "paper_hash")}
+_OPTIONAL = {"venue": "venue", "decision": "decision", "url": "url", "rendered": "plain",
+             "rendered_title": "plain_title"}  # fmt: skip
+
+
+def _optional(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def _json_list(raw: Any) -> list[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.retrieve import RRF_K, PaperHit, Passage, by_paper, fuse, merge_hits, scan
+from app.retrieve import RRF_K, PaperHit, Passage, Ranking, by_paper, fuse, merge_hits, scan
 from core.models import Filters
 from store.bm25 import BM25Index
 from store.records import StoredChunk
@@ -15,10 +15,11 @@ DENSE = ["a:0", "b:0", "c:0"]
 BM25 = ["c:0", "d:0"]
 SIMILARITY = {"a:0": 0.9, "b:0": 0.8, "c:0": 0.7, "d:0": 0.2}
 LEXICAL = {"a:0": 0.0, "b:0": 0.0, "c:0": 6.0, "d:0": 3.0}
+BOTH = Ranking(DENSE, BM25, SIMILARITY, LEXICAL)
 
 
 def test_rrf_is_weighted_reciprocal_rank() -> None:
-    fused = fuse("rrf", 0.7, DENSE, BM25, SIMILARITY, LEXICAL)
+    fused = fuse("rrf", 0.7, BOTH)
 
     def rr(rank: int) -> float:
         return 1 / (RRF_K + rank)
@@ -34,7 +35,7 @@ def test_rrf_is_weighted_reciprocal_rank() -> None:
 
 
 def test_convex_weighs_similarity_and_the_bm25_score_scaled_by_its_maximum() -> None:
-    fused = fuse("convex", 0.7, DENSE, BM25, SIMILARITY, LEXICAL)
+    fused = fuse("convex", 0.7, BOTH)
     assert fused == pytest.approx(
         {"a:0": 0.63, "b:0": 0.56, "c:0": 0.7 * 0.7 + 0.3, "d:0": 0.7 * 0.2 + 0.3 * 0.5}
     )
@@ -44,7 +45,7 @@ def test_convex_weighs_similarity_and_the_bm25_score_scaled_by_its_maximum() -> 
 @pytest.mark.parametrize("fusion", ["rrf", "convex"])
 def test_one_ranking_alone_keeps_its_order(fusion: str) -> None:
     for dense, lexical in ((DENSE, []), ([], BM25)):
-        fused = fuse(fusion, 0.7, dense, lexical, SIMILARITY, LEXICAL)  # type: ignore[arg-type]
+        fused = fuse(fusion, 0.7, Ranking(dense, lexical, SIMILARITY, LEXICAL))  # type: ignore[arg-type]
         assert sorted(fused, key=lambda c: -fused[c]) == (dense or lexical)
 
 
