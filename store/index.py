@@ -41,19 +41,16 @@ class Write:
 
     chunks: ChunkCollection
     generation: str
-    changed: int = 0
 
     def upsert(self, records: Sequence[StoredChunk], vectors: Sequence[Sequence[float]]) -> None:
         self.chunks.upsert(records, vectors)
-        self.changed += len(records)
 
     def update(self, records: Sequence[StoredChunk]) -> None:
+        """New metadata for chunks whose text is unchanged."""
         self.chunks.update(records)
-        self.changed += len(records)
 
     def delete(self, ids: Sequence[str]) -> None:
         self.chunks.delete(ids)
-        self.changed += len(ids)
 
 
 class Index:
