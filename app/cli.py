@@ -272,6 +272,28 @@ def stats_command(
     _print_stats(stats)
 
 
+@cli.command("serve")
+def serve_command(
+    host: str | None = typer.Option(None, "--host", help="Address to listen on (AQA_API_HOST)."),
+    port: int | None = typer.Option(None, "--port", help="Port (AQA_API_PORT)."),
+) -> None:
+    """The HTTP API (OpenAPI docs at /docs): ask, ask streamed, search, papers, stats, ingest."""
+    import uvicorn
+
+    from app.api import create_app, is_loopback
+
+    base = get_settings()
+    settings = base.model_copy(
+        update={"api_host": host or base.api_host, "api_port": port or base.api_port}
+    )
+    if settings.api_token is None and not is_loopback(settings.api_host):
+        err.print(
+            f"Listening on {settings.api_host} without AQA_API_TOKEN: ingest over HTTP is off.",
+            highlight=False,
+        )
+    uvicorn.run(create_app(settings), host=settings.api_host, port=settings.api_port)
+
+
 def _print_stats(stats: IndexStats) -> None:
     table = Table(show_header=False, box=None)
     table.add_row("papers", str(stats.papers))

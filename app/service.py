@@ -9,6 +9,7 @@ let the provider write, and check the citations (`_answer`). Counting questions 
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,8 +29,8 @@ from app.llm import Provider, get_provider
 from app.llm.base import History
 from app.question import comparison_sides, count_topic, is_count
 from app.retrieve import PaperHit, Retriever, merge_hits, to_sources
-from core.errors import InputError
-from core.models import Answer, Filters, Mode, Source, Usage
+from core.errors import EmptyIndexError, InputError
+from core.models import Answer, Filters, Mode, Paper, Source, Usage
 from core.settings import Settings, get_settings
 from core.tokens import truncate
 from ingest.embed import get_embedder
@@ -55,6 +56,23 @@ def as_list(value: str | list[str] | None) -> list[str]:
     return [value] if isinstance(value, str) else list(value or [])
 
 
+def filters_given(
+    year_from: int | None,
+    year_to: int | None,
+    venue: str | list[str] | None,
+    decision: str | list[str] | None,
+    authors: str | list[str] | None,
+) -> Filters:
+    """The filters a caller gave explicitly (they win over what the question says)."""
+    return Filters(
+        year_from=year_from,
+        year_to=year_to,
+        venues=as_list(venue),
+        decisions=as_list(decision),
+        authors=as_list(authors),
+    )
+
+
 def clean_question(question: str) -> str:
     """Control characters (NUL, escapes pasted from a terminal) and runs of space removed."""
     question = " ".join("".join(c if c.isprintable() else " " for c in question).split())
@@ -75,6 +93,14 @@ class QAService:
         if self._provider is None:
             self._provider = get_provider(self.settings, self.embedder)
         return self._provider
+
+    def warm(self) -> None:
+        """Load the embedding model, the index and the provider now, so that the first question
+        is answered as fast as the next (the app and the servers call this as they start)."""
+        self.retriever.embed("warm up the model")
+        with contextlib.suppress(EmptyIndexError):  # an empty index is reported when asked
+            self.retriever.open()
+        _ = self.provider
 
     def related(self, paper_id: str, k: int = 5) -> list[Source]:
         """The ``k`` papers nearest to ``paper_id`` in the index ("more like this")."""
@@ -108,21 +134,8 @@ class QAService:
         one-click removal of a filter the question seemed to state."""
         started = time.perf_counter()
         timings: dict[str, float] = {}
-        explicit = Filters(
-            year_from=year_from,
-            year_to=year_to,
-            venues=as_list(venue),
-            decisions=as_list(decision),
-            authors=as_list(authors),
-        )
-        t = time.perf_counter()
-        question = clean_question(question)
-        standalone, usage = self.provider.condense(
-            history or [], truncate(question, MAX_QUERY_TOKENS)
-        )
-        timings["condense"] = time.perf_counter() - t
-        at = self.retriever.open()  # once per question: every step below sees this index
-        asked = self._read(question, standalone, usage, explicit, ignore or [], at)
+        explicit = filters_given(year_from, year_to, venue, decision, authors)
+        asked, at = self._prepare(question, history or [], explicit, ignore or [], timings)
         k = k or self.settings.top_k
         if is_count(asked.standalone):
             yield from self._counted(asked, k, at, started)
@@ -145,6 +158,53 @@ class QAService:
         timings["total"] = time.perf_counter() - started
         answer.timings = {key: round(value, 4) for key, value in timings.items()}
         yield answer
+
+    def search(
+        self,
+        question: str,
+        *,
+        k: int | None = None,
+        year_from: int | None = None,
+        year_to: int | None = None,
+        venue: str | list[str] | None = None,
+        decision: str | list[str] | None = None,
+        authors: str | list[str] | None = None,
+        ignore: list[str] | None = None,
+        mode: Mode = "hybrid",
+    ) -> list[Source]:
+        """The sources an answer to ``question`` would draw on, each with its relevance, and no
+        answer; the options are those of `stream`."""
+        explicit = filters_given(year_from, year_to, venue, decision, authors)
+        asked, at = self._prepare(question, [], explicit, ignore or [], {})
+        sources = self._retrieve(asked, k or self.settings.top_k, mode, at, {})
+        self._relevant(asked, sources, at)
+        return sources
+
+    def paper(self, paper_id: str) -> Paper:
+        """The paper with this id, as indexed (its abstract as the corpus gave it)."""
+        paper = self.retriever.index.paper(paper_id)
+        if paper is None:
+            raise InputError(
+                f"No paper with id {paper_id!r} in the index: use an id as `ask --json` or "
+                "`stats` shows it."
+            )
+        return paper
+
+    def _prepare(
+        self,
+        question: str,
+        history: History,
+        explicit: Filters,
+        ignore: list[str],
+        timings: dict[str, float],
+    ) -> tuple[Asked, Snapshot]:
+        """The question cleaned and made standalone, and the index it will be answered from."""
+        t = time.perf_counter()
+        question = clean_question(question)
+        standalone, usage = self.provider.condense(history, truncate(question, MAX_QUERY_TOKENS))
+        timings["condense"] = time.perf_counter() - t
+        at = self.retriever.open()  # once per question: every later step sees this index
+        return self._read(question, standalone, usage, explicit, ignore, at), at
 
     def _read(
         self,

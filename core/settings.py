@@ -127,6 +127,24 @@ class Settings(BaseSettings):
         default=3000, ge=200, description="Token budget for the sources block of a prompt."
     )
 
+    # --- serving --------------------------------------------------------------------------------
+    api_host: str = Field(
+        default="127.0.0.1",
+        description="Where `abstract-qa serve` listens. Beyond loopback, ingest over HTTP needs "
+        "AQA_API_TOKEN.",
+    )
+    api_port: int = Field(default=8000, ge=1, le=65535, description="Port of `abstract-qa serve`.")
+    api_token: SecretStr | None = Field(
+        default=None,
+        description="Bearer token the HTTP API's write endpoints (ingest) require. Never printed.",
+    )
+    api_max_upload_mb: float = Field(
+        default=50.0, gt=0, description="Largest request body the HTTP API reads, in MB."
+    )
+    max_question_chars: int = Field(
+        default=2000, ge=16, description="Longest question the HTTP API and MCP server take."
+    )
+
     @model_validator(mode="before")
     @classmethod
     def _no_unknown_env(cls, data: Any) -> Any:

@@ -141,6 +141,17 @@ class ChunkCollection:
             )
         }
 
+    def of_paper(self, paper_id: str) -> list[StoredChunk]:
+        """A paper's chunks, text included, in order."""
+        got = self._col.get(where={"paper_id": paper_id}, include=["metadatas", "documents"])
+        records = [
+            StoredChunk.from_store(cid, doc, dict(meta or {}))
+            for cid, doc, meta in zip(
+                got["ids"], got["documents"] or [], got["metadatas"] or [], strict=True
+            )
+        ]
+        return sorted(records, key=lambda r: r.index)
+
     def nearest(
         self, vector: np.ndarray, n: int, filters: Filters | None = None
     ) -> tuple[list[str], list[float]]:

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import EmptyIndexError
-from core.models import IndexStats, ModelSpec
+from core.models import IndexStats, ModelSpec, Paper
 from core.settings import Settings
 from store.bm25 import BM25Index
 from store.chroma import ChunkCollection, delete_collection, open_client, open_collection
-from store.records import StoredChunk
+from store.records import StoredChunk, stitch
 
 
 @dataclass(frozen=True)
@@ -139,6 +139,11 @@ class Index:
     def stored(self, chunks: ChunkCollection) -> dict[str, StoredChunk]:
         """Every chunk's record without its text, by id (what a re-ingest compares)."""
         return {record.chunk_id: record for record, _ in chunks.scan()}
+
+    def paper(self, paper_id: str) -> Paper | None:
+        """The paper with this id as the index holds it (None when there is none)."""
+        chunks = self.chunks()
+        return None if chunks is None else stitch(chunks.of_paper(paper_id))
 
     def paper_ids(self) -> set[str]:
         chunks = self.chunks()

@@ -168,3 +168,30 @@ def _json_list(raw: Any) -> list[str]:
     except ValueError:
         return []
     return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def stitch(chunks: list[StoredChunk]) -> Paper | None:
+    """A paper as its stored chunks (in order) hold it: the metadata of the first, the abstract
+    put back together from the chunks' spans (they overlap)."""
+    if not chunks:
+        return None
+    head, text, end = chunks[0], "", 0
+    for chunk in chunks:
+        if chunk.start >= end:
+            text += (" " if text else "") + chunk.text
+        elif chunk.end > end:
+            text += chunk.text[end - chunk.start :]
+        end = max(end, chunk.end)
+    return Paper(
+        paper_id=head.paper_id,
+        title=head.title,
+        title_derived=head.title_derived,
+        abstract=text,
+        authors=list(head.authors),
+        keywords=list(head.keywords),
+        year=head.year,
+        venue=head.venue,
+        decision=head.decision,
+        url=head.url,
+        source=head.source,
+    )

@@ -1,0 +1,161 @@
+"""The HTTP API against a real uvicorn server on loopback, with a real HTTP client (httpx),
+streaming included."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from core.models import Answer, IndexStats, IngestReport, Paper, Source
+from core.settings import Settings
+from ingest.read import read_paths
+from tests.conftest import EXE, SAMPLE, assert_citations_real, free_port, paper_id_containing, serve
+
+pytestmark = [pytest.mark.slow, pytest.mark.server]
+TOKEN = "api-test-token"
+
+
+@contextmanager
+def api_server(data_dir: Path, log: Path, *args: str, **settings: str) -> Iterator[str]:
+    """`abstract-qa serve` on a free loopback port over ``data_dir``; yields its base URL."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AQA_", "OPENAI_"))}
+    env |= {"AQA_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1", **settings}
+    port = free_port()
+    command = [str(EXE), "serve", "--port", str(port), *args]
+    with serve(command, f"http://127.0.0.1:{port}/health", log, env=env):
+        yield f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="module")
+def index(sample_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the sample index: ingest over HTTP writes to it."""
+    target = tmp_path_factory.mktemp("api") / "index"
+    shutil.copytree(sample_settings.data_dir, target)
+    return target
+
+
+@pytest.fixture(scope="module")
+def api(index: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    log = tmp_path_factory.mktemp("api-log") / "serve.log"
+    with (
+        api_server(index, log, AQA_API_TOKEN=TOKEN, AQA_API_MAX_UPLOAD_MB="1") as url,
+        httpx.Client(base_url=url, timeout=60) as client,
+    ):
+        yield client
+
+
+def test_ask_returns_the_python_apis_answer(api: httpx.Client, sample_service: object) -> None:
+    response = api.post("/ask", json={"question": "What is DASHA?", "k": 3})
+    assert response.status_code == 200, response.text
+    answer = Answer.model_validate(response.json())
+    assert not answer.abstained and "DASHA" in answer.answer
+    assert answer.citations[0].paper_id == paper_id_containing("We develop and analyze DASHA")
+    assert_citations_real(answer)
+    same = sample_service.ask("What is DASHA?", k=3)  # type: ignore[attr-defined]
+    assert (answer.answer, answer.citations) == (same.answer, same.citations)
+    assert response.json()["filters_applied"] == "none"  # the derived fields are sent too
+    assert [s["rank"] for s in response.json()["sources"]] == [1, 2, 3]
+
+
+def test_ask_streams_server_sent_events_then_the_answer(api: httpx.Client) -> None:
+    events: list[tuple[str, str]] = []
+    body = {"question": "Which papers study federated learning?", "year_from": 2024}
+    with api.stream("POST", "/ask/stream", json=body) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        kind = ""
+        for line in response.iter_lines():
+            if line.startswith("event:"):
+                kind = line.split(":", 1)[1].strip()
+            elif line.startswith("data:"):
+                events.append((kind, line.split(":", 1)[1].strip()))
+    kinds = [k for k, _ in events]
+    assert kinds[-1] == "answer" and set(kinds[:-1]) == {"piece"} and len(kinds) > 2
+    answer = Answer.model_validate_json(events[-1][1])
+    assert answer.filters.year_from == 2024 and all(s.year == 2024 for s in answer.sources)
+    streamed = "".join(json.loads(data) for _, data in events[:-1])
+    assert answer.answer.split(" [")[0] in streamed
+    assert_citations_real(answer)
+
+
+def test_search_paper_related_and_stats(api: httpx.Client) -> None:
+    found = api.post("/search", json={"question": "dynamic time warping", "k": 4})
+    sources = [Source.model_validate(s) for s in found.json()]
+    assert len(sources) == 4 and all(s.relevance > 0 for s in sources)
+    first = sources[0].paper_id
+    assert first == paper_id_containing("DecDTW")
+
+    paper = Paper.model_validate(api.get(f"/papers/{first}").json())
+    original = next(p for p in read_paths([SAMPLE]).papers if p.paper_id == first)
+    assert " ".join(paper.abstract.split()) == " ".join(original.abstract.split())
+    assert (paper.year, paper.venue) == (original.year, original.venue)
+
+    related = [Source.model_validate(s) for s in api.get(f"/papers/{first}/related?k=3").json()]
+    assert len(related) == 3 and first not in {s.paper_id for s in related}
+
+    stats = IndexStats.model_validate(api.get("/stats").json())
+    assert stats.papers >= 57 and stats.venues["ICLR"] >= 57
+    assert "/ask/stream" in api.get("/openapi.json").json()["paths"]
+    assert api.get("/docs").status_code == 200
+
+
+def test_bad_requests_get_4xx_errors_that_name_the_problem(api: httpx.Client) -> None:
+    unknown = api.post("/ask", json={"question": "What is DASHA?", "top": 3})
+    assert unknown.status_code == 422 and unknown.json()["detail"][0]["loc"] == ["body", "top"]
+    long = api.post("/ask", json={"question": "why " * 600})
+    assert long.status_code == 422 and "AQA_MAX_QUESTION_CHARS" in long.text
+    assert long.json()["detail"][0]["loc"] == ["body", "question"]
+    blank = api.post("/ask", json={"question": "   "})
+    assert blank.status_code == 400 and "empty" in blank.json()["detail"]
+    wrong = api.post("/ask", json={"question": "x", "k": 0})
+    assert wrong.status_code == 422 and wrong.json()["detail"][0]["loc"] == ["body", "k"]
+    missing = api.get("/papers/no-such-paper")
+    assert missing.status_code == 404 and "No paper with id" in missing.json()["detail"]
+
+
+def test_ingest_needs_the_token_names_bad_lines_and_adds_nothing_twice(
+    api: httpx.Client, tmp_path: Path
+) -> None:
+    corpus = tmp_path / "mine.jsonl"
+    record = {"id": "api-1", "title": "Quokka search", "abstract": "We propose QUOKKANET, a "
+              "search method tested over HTTP. It finds papers fast."}  # fmt: skip
+    corpus.write_text(json.dumps(record) + "\n{not json\n")
+    before = api.get("/stats").json()["chunks"]
+    upload = {"files": ("mine.jsonl", corpus.read_bytes(), "application/json")}
+    refused = api.post("/ingest", files=upload)
+    assert refused.status_code == 401 and "AQA_API_TOKEN" in refused.json()["detail"]
+    wrong = api.post("/ingest", files=upload, headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    report = IngestReport.model_validate(api.post("/ingest", files=upload, headers=auth).json())
+    assert (report.papers, report.added) == (1, 1)
+    assert [(p.file, p.line) for p in report.skipped] == [("mine.jsonl", 2)]
+    again = IngestReport.model_validate(api.post("/ingest", files=upload, headers=auth).json())
+    assert again.added == 0 and again.unchanged == 1
+    assert api.get("/stats").json()["chunks"] == before + 1
+    answer = Answer.model_validate(api.post("/ask", json={"question": "What is QUOKKANET?"}).json())
+    assert answer.citations[0].paper_id == "api-1"
+
+    big = {"files": ("big.jsonl", b"x" * 1_200_000, "application/json")}
+    too_big = api.post("/ingest", files=big, headers=auth)
+    assert too_big.status_code == 413 and "AQA_API_MAX_UPLOAD_MB" in too_big.text
+    assert api.get("/stats").json()["chunks"] == before + 1
+
+
+def test_beyond_loopback_without_a_token_ingest_is_off(index: Path, tmp_path: Path) -> None:
+    with (
+        api_server(index, tmp_path / "serve.log", "--host", "0.0.0.0") as url,
+        httpx.Client(base_url=url, timeout=60) as client,
+    ):
+        assert client.post("/ask", json={"question": "What is DASHA?"}).status_code == 200
+        upload = {"files": ("x.jsonl", b'{"id": "x", "abstract": "Some text here."}\n')}
+        refused = client.post("/ingest", files=upload)
+        assert refused.status_code == 403 and "AQA_API_TOKEN" in refused.json()["detail"]
+    assert "without AQA_API_TOKEN" in (tmp_path / "serve.log").read_text()
