@@ -294,6 +294,14 @@ def serve_command(
     uvicorn.run(create_app(settings), host=settings.api_host, port=settings.api_port)
 
 
+@cli.command("mcp")
+def mcp_command() -> None:
+    """An MCP server over stdio (tools: ask, search, get_paper) for assistants and editors."""
+    from app.mcp_server import main as serve_mcp
+
+    serve_mcp()
+
+
 def _print_stats(stats: IndexStats) -> None:
     table = Table(show_header=False, box=None)
     table.add_row("papers", str(stats.papers))
