@@ -13,7 +13,7 @@ import contextlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.answer import (
     CANNOT_ANSWER,
@@ -35,6 +35,9 @@ from core.settings import Settings, get_settings
 from core.tokens import truncate
 from ingest.embed import get_embedder
 from store.index import Snapshot
+
+if TYPE_CHECKING:
+    from app.chains import AbstractsRetriever, AnswerRunnable
 
 MAX_QUERY_TOKENS = 256  # what retrieval reads of a very long question
 
@@ -101,6 +104,18 @@ class QAService:
         with contextlib.suppress(EmptyIndexError):  # an empty index is reported when asked
             self.retriever.open()
         _ = self.provider
+
+    def as_retriever(self, **options: Any) -> AbstractsRetriever:
+        """This service's search as a LangChain `BaseRetriever` (options as for `search`)."""
+        from app.chains import AbstractsRetriever
+
+        return AbstractsRetriever(service=self, options=options)
+
+    def as_runnable(self, **options: Any) -> AnswerRunnable:
+        """This service's answer path as a LangChain `Runnable` (options as for `stream`)."""
+        from app.chains import AnswerRunnable
+
+        return AnswerRunnable(self, **options)
 
     def related(self, paper_id: str, k: int = 5) -> list[Source]:
         """The ``k`` papers nearest to ``paper_id`` in the index ("more like this")."""

@@ -1,0 +1,90 @@
+"""LangChain-native access: our retrieval as a `BaseRetriever`, our answer path as a `Runnable`.
+
+    from langchain_core.runnables import RunnableLambda
+    from app import QAService
+
+    service = QAService()
+    docs = service.as_retriever(k=3).invoke("federated learning")  # paper ids in metadata
+    chain = service.as_runnable() | RunnableLambda(lambda a: [c.paper_id for c in a.citations])
+    chain.invoke("What is DASHA?")
+
+Both go through `QAService`: the same filters, relevance and citation check as `ask`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import Runnable, RunnableConfig
+from pydantic import ConfigDict, Field
+
+from core.models import Answer, Source
+
+if TYPE_CHECKING:
+    from app.service import QAService
+
+
+def to_document(source: Source) -> Document:
+    """A source as a LangChain document: the passage, and who wrote it where, and its scores."""
+    return Document(
+        id=source.paper_id,
+        page_content=source.text,
+        metadata={
+            "paper_id": source.paper_id,
+            "title": source.title,
+            "authors": source.authors,
+            "year": source.year,
+            "venue": source.venue,
+            "url": source.url,
+            "score": source.score,
+            "relevance": source.relevance,
+            "chunk_ids": source.chunk_ids,
+        },
+    )
+
+
+class AbstractsRetriever(BaseRetriever):
+    """The papers for a query, best first, as `Document`s; ``options`` are those of
+    `QAService.search` (``k``, ``year_from``, ``venue``, ``authors``, ``mode`` ...)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    service: Any = Field(description="The QAService that searches.")
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        return [to_document(s) for s in self.service.search(query, **self.options)]
+
+
+class AnswerRunnable(Runnable[str | dict[str, Any], Answer]):
+    """The answer path as a Runnable. Input: a question, or a dict with ``question`` and any
+    option of `QAService.stream` (``history``, ``k``, ``year_from``, ...). ``invoke`` and
+    ``batch`` return `Answer`s; ``stream`` yields the answer text as it is written and then
+    the `Answer` (its text with citations checked)."""
+
+    def __init__(self, service: QAService, **options: Any) -> None:
+        self.service, self.options = service, options
+
+    def _split(self, value: str | dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        if isinstance(value, str):
+            return value, dict(self.options)
+        given = dict(value)
+        return str(given.pop("question", "")), {**self.options, **given}
+
+    def invoke(
+        self, input: str | dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any
+    ) -> Answer:
+        question, options = self._split(input)
+        return self.service.ask(question, **options)
+
+    def stream(  # type: ignore[override]
+        self, input: str | dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any
+    ) -> Iterator[str | Answer]:
+        question, options = self._split(input)
+        yield from self.service.stream(question, **options)
