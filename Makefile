@@ -5,23 +5,32 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
-SAMPLE := data/sample
+DEV_STAMP := $(VENV)/.dev-installed-stamp
+SAMPLE := ingest/sample
 
 # Models and tokenizers come from installed packages: never reach a model hub.
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install browser run ingest-sample test test-fast lint format clean bench
+.PHONY: install install-dev browser run ingest-sample test test-fast lint format clean bench
 
 install: $(STAMP)
 
+# What the app needs and no more: `make run` never waits for a compiler.
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# constraints.txt pins torch to the CPU build; unpinned, pip would fetch a multi-GB CUDA one
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,llamacpp]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e .
 	touch $(STAMP)
+
+# Tests and lint add the dev tools and the llama.cpp extra (it compiles for about 6 minutes).
+install-dev: $(DEV_STAMP)
+
+$(DEV_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,llamacpp]'
+	touch $(DEV_STAMP)
 
 # Debian's Chromium for the browser test (Playwright drives it; it never downloads a browser).
 browser:
@@ -30,17 +39,15 @@ browser:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 ingest-sample: install
-	$(BIN)/abstract-qa ingest $(SAMPLE) --if-empty
+	$(BIN)/abstract-qa ingest --sample --if-empty
 
 run: ingest-sample
-	@echo "Open http://localhost:8501 (Ctrl-C stops the app)"
-	$(BIN)/streamlit run app/streamlit_app.py --server.port 8501 --server.headless true \
-	  --browser.gatherUsageStats false
+	$(BIN)/abstract-qa app --port 8501
 
-test: install browser
+test: install-dev browser
 	$(BIN)/python -m pytest
 
-test-fast: install
+test-fast: install-dev
 	$(BIN)/python -m pytest -m "not slow"
 
 # Scale benchmark (not part of make test): 1k, 5k and all 21,958 papers of ../shared/data, then
@@ -49,12 +56,12 @@ bench: install
 	$(BIN)/python bench/run.py --sizes 1000,5000,all
 	AQA_DATA_DIR=/tmp/aqa-bench/n21958/index $(BIN)/python bench/authors.py --questions 200
 
-lint: install
+lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-format: install
+format: install-dev
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 

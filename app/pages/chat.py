@@ -59,7 +59,7 @@ st.title("Ask the abstracts")
 if stats is None or stats.papers == 0:
     st.warning(
         "The index is empty. Add papers on the **Add papers** page, or run "
-        "`abstract-qa ingest data/sample` (what `make run` does on first start).",
+        "`abstract-qa ingest --sample` (what `make run` does on first start).",
         icon=":material/inbox:",
     )
     st.stop()
