@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import typer
+from pydantic import SecretStr
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TimeRemainingColumn
 from rich.table import Table
@@ -260,8 +261,9 @@ def eval_command(
 def _explicit(settings: Settings) -> dict[str, object]:
     """The settings as init arguments (the key as its value, not its mask)."""
     values = settings.model_dump()
-    if settings.openai_api_key is not None:
-        values["openai_api_key"] = settings.openai_api_key.get_secret_value()
+    for name, value in values.items():
+        if isinstance(value, SecretStr):
+            values[name] = value.get_secret_value()
     return values
 
 

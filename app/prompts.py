@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import string
 from functools import cache
-from importlib.resources import files
 from pathlib import Path
 
 from core.errors import ConfigError
 
-PROMPTS_DIR = Path(str(files("prompts")))
+# The `prompts` package installs beside `app` (site-packages/prompts, or the checkout's prompts/).
+# Found by path, not by importing it: Streamlit puts app/ first on sys.path, where `prompts`
+# would be this module.
+PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 
 VARIABLES: dict[str, set[str]] = {
     "answer.system": {"refusal"},

@@ -49,6 +49,17 @@ class Settings(BaseSettings):
     )
     chroma_port: int = Field(default=8000, description="Port of the Chroma server.")
     chroma_ssl: bool = Field(default=False, description="Use HTTPS to reach the Chroma server.")
+    chroma_token: SecretStr | None = Field(
+        default=None,
+        description="Token sent with every request to the Chroma server (hosted Chroma, or a "
+        "proxy that checks it). A secret: never printed.",
+    )
+    chroma_auth_header: str = Field(
+        default="x-chroma-token",
+        min_length=1,
+        description="Header that carries AQA_CHROMA_TOKEN: `x-chroma-token` (Chroma's own), or "
+        "`Authorization` to send it as `Bearer TOKEN`.",
+    )
 
     # --- embeddings and chunking ----------------------------------------------------------------
     embeddings: Literal["local", "openai"] = Field(

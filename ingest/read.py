@@ -15,7 +15,6 @@ import sys
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +43,7 @@ class ReadResult:
 Raw = tuple[int, Any]  # (line number, parsed record) or (line number, Problem)
 
 
-SAMPLE = Path(str(files("ingest") / "sample"))
+SAMPLE = Path(__file__).resolve().parent / "sample"
 """The bundled sample: 57 ICLR 2023/2024 abstracts, shipped with the package."""
 
 

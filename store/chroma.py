@@ -35,9 +35,16 @@ def open_client(settings: Settings) -> ClientAPI:
                 host=settings.chroma_host,
                 port=settings.chroma_port,
                 ssl=settings.chroma_ssl,
+                headers=auth_headers(settings),
                 settings=chroma_settings,
             )
         except Exception as exc:
+            if any(code in str(exc) for code in ("401", "403", "nauthori", "orbidden")):
+                raise ConfigError(
+                    f"The Chroma server at {settings.chroma_host}:{settings.chroma_port} refused "
+                    f"the request: set AQA_CHROMA_TOKEN to its token (sent in the "
+                    f"{settings.chroma_auth_header} header; AQA_CHROMA_AUTH_HEADER changes it)."
+                ) from None
             raise ConfigError(
                 f"Cannot reach the Chroma server at {settings.chroma_host}:{settings.chroma_port} "
                 f"({exc}). Start it with `chroma run --path DIR --port {settings.chroma_port}` "
@@ -45,6 +52,15 @@ def open_client(settings: Settings) -> ClientAPI:
             ) from exc
     settings.chroma_dir.mkdir(parents=True, exist_ok=True)
     return chromadb.PersistentClient(path=str(settings.chroma_dir), settings=chroma_settings)
+
+
+def auth_headers(settings: Settings) -> dict[str, str]:
+    """The header that carries the Chroma token, when one is set."""
+    if settings.chroma_token is None:
+        return {}
+    token = settings.chroma_token.get_secret_value()
+    header = settings.chroma_auth_header
+    return {header: f"Bearer {token}" if header.casefold() == "authorization" else token}
 
 
 def where(filters: Filters) -> dict[str, Any] | None:

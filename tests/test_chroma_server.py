@@ -6,12 +6,19 @@ import gzip
 import os
 import subprocess
 import sys
+import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
+from pydantic import SecretStr
 
 from app.service import QAService
+from core.errors import ConfigError
 from core.settings import Settings
 from ingest.pipeline import ingest
 from store.index import Index
@@ -129,3 +136,76 @@ def test_two_processes_query_while_a_third_ingests(chroma_port: int, tmp_path: P
     assert stats.papers == 57 + 120  # nothing lost, nothing doubled
     ids = raw_collection(settings).get(include=[])["ids"]
     assert len(ids) == len(set(ids)) == stats.chunks
+
+
+HOP_HEADERS = ("host", "content-length")
+
+
+class TokenProxy(BaseHTTPRequestHandler):
+    """An authenticating reverse proxy in front of `chroma run`, as hosted setups put one:
+    `chroma run` 1.x has no token auth of its own (chroma-core/chroma#4965)."""
+
+    upstream = 0
+    token = ""
+    seen: ClassVar[list[str | None]] = []
+
+    def forward(self) -> None:
+        given = self.headers.get("x-chroma-token")
+        self.seen.append(given)
+        if given != self.token:
+            self.reply(401, b'{"error": "Unauthorized"}', {"content-type": "application/json"})
+            return
+        body = self.rfile.read(int(self.headers.get("content-length") or 0))
+        keep = {
+            k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")
+        }
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.upstream}{self.path}",
+            data=body or None,
+            method=self.command,
+            headers=keep,
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                self.reply(response.status, response.read(), dict(response.headers))
+        except urllib.error.HTTPError as error:
+            self.reply(error.code, error.read(), dict(error.headers))
+
+    def reply(self, status: int, data: bytes, headers: dict[str, str]) -> None:
+        self.send_response(status)
+        for key, value in headers.items():
+            if key.lower() not in ("transfer-encoding", "connection", "content-length"):
+                self.send_header(key, value)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = do_PUT = do_DELETE = forward
+
+    def log_message(self, format: str, *args: object) -> None:
+        return None
+
+
+def test_a_token_reaches_a_chroma_server_that_checks_it(chroma_port: int, tmp_path: Path) -> None:
+    TokenProxy.upstream, TokenProxy.token = chroma_port, "chroma-secret-token"
+    TokenProxy.seen.clear()
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), TokenProxy)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    port = proxy.server_address[1]
+    try:
+        settings = server_settings(port, tmp_path / "t", "token-sample").model_copy(
+            update={"chroma_token": SecretStr("chroma-secret-token")}
+        )
+        report = ingest([SAMPLE], settings)
+        assert report.added == report.chunks > 0
+        assert QAService(settings).ask("What is DASHA?").citations
+        assert TokenProxy.seen and set(TokenProxy.seen) == {"chroma-secret-token"}
+
+        for token in (None, SecretStr("wrong")):
+            refused = settings.model_copy(update={"chroma_token": token})
+            with pytest.raises(ConfigError, match="AQA_CHROMA_TOKEN") as caught:
+                Index(refused).stats()
+            assert "chroma-secret-token" not in str(caught.value)
+        assert "chroma-secret-token" not in repr(settings)  # a secret is never printed
+    finally:
+        proxy.shutdown()
