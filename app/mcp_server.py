@@ -17,15 +17,15 @@ from pydantic import Field
 
 from app.service import QAService
 from core.errors import AQAError, InputError
-from core.models import Answer, Mode, Paper, Source
+from core.models import Answer, Filters, Mode, Paper, Source
 from core.settings import Settings, get_settings
 
 Question = Annotated[str, Field(min_length=1, description="The question, in words.")]
 K = Annotated[int | None, Field(ge=1, le=50, description="Papers to retrieve (default 5).")]
-YearFrom = Annotated[int | None, Field(description="Earliest year, inclusive.")]
-YearTo = Annotated[int | None, Field(description="Latest year, inclusive.")]
-Venues = Annotated[list[str] | None, Field(description="Venues, e.g. ['ICLR'].")]
-Authors = Annotated[list[str] | None, Field(description="Authors, as people write them.")]
+Only = Annotated[
+    Filters | None,
+    Field(description="Only papers of these years, venues, decisions or authors (all optional)."),
+]
 Retrieval = Annotated[Mode, Field(description="hybrid (default), dense or bm25.")]
 
 
@@ -50,42 +50,30 @@ def create_server(
         "with abstained=true means the abstracts do not answer the question.",
     )
 
-    def options(question: str, **given: Any) -> dict[str, Any]:
+    def options(question: str, filters: Filters | None) -> dict[str, Any]:
+        """The filters as `QAService` options, once the question is known to fit."""
         if len(question) > settings.max_question_chars:
             raise InputError(
                 f"The question is {len(question)} characters; the limit is "
                 f"{settings.max_question_chars} (AQA_MAX_QUESTION_CHARS)."
             )
-        return {name: value for name, value in given.items() if value is not None}
+        given = filters or Filters()
+        return {"year_from": given.year_from, "year_to": given.year_to, "venue": given.venues,
+                "decision": given.decisions, "authors": given.authors}  # fmt: skip
 
     @server.tool()
     def ask(
-        question: Question,
-        k: K = None,
-        year_from: YearFrom = None,
-        year_to: YearTo = None,
-        venues: Venues = None,
-        authors: Authors = None,
-        mode: Retrieval = "hybrid",
+        question: Question, k: K = None, filters: Only = None, mode: Retrieval = "hybrid"
     ) -> Answer:
         """Answer a question from the indexed abstracts, every claim cited to a paper id."""
         with told():
-            given = options(question, k=k, year_from=year_from, year_to=year_to, authors=authors)
-            return qa.ask(question, venue=venues, mode=mode, **given)
+            return qa.ask(question, k=k, mode=mode, **options(question, filters))
 
     @server.tool()
-    def search(
-        question: Question,
-        k: K = None,
-        year_from: YearFrom = None,
-        year_to: YearTo = None,
-        venues: Venues = None,
-        authors: Authors = None,
-    ) -> list[Source]:
+    def search(question: Question, k: K = None, filters: Only = None) -> list[Source]:
         """The papers (with the passages that matched) an answer would draw on; no answer."""
         with told():
-            given = options(question, k=k, year_from=year_from, year_to=year_to, authors=authors)
-            return qa.search(question, venue=venues, **given)
+            return qa.search(question, k=k, **options(question, filters))
 
     @server.tool()
     def get_paper(

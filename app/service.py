@@ -60,11 +60,11 @@ def as_list(value: str | list[str] | None) -> list[str]:
 
 
 def filters_given(
-    year_from: int | None,
-    year_to: int | None,
-    venue: str | list[str] | None,
-    decision: str | list[str] | None,
-    authors: str | list[str] | None,
+    year_from: int | None = None,
+    year_to: int | None = None,
+    venue: str | list[str] | None = None,
+    decision: str | list[str] | None = None,
+    authors: str | list[str] | None = None,
 ) -> Filters:
     """The filters a caller gave explicitly (they win over what the question says)."""
     return Filters(
@@ -179,17 +179,14 @@ class QAService:
         question: str,
         *,
         k: int | None = None,
-        year_from: int | None = None,
-        year_to: int | None = None,
-        venue: str | list[str] | None = None,
-        decision: str | list[str] | None = None,
-        authors: str | list[str] | None = None,
         ignore: list[str] | None = None,
         mode: Mode = "hybrid",
+        **filters: Any,
     ) -> list[Source]:
         """The sources an answer to ``question`` would draw on, each with its relevance, and no
-        answer; the options are those of `stream`."""
-        explicit = filters_given(year_from, year_to, venue, decision, authors)
+        answer. ``filters``: ``year_from``, ``year_to``, ``venue``, ``decision``, ``authors``,
+        as for `stream`."""
+        explicit = filters_given(**filters)
         asked, at = self._prepare(question, [], explicit, ignore or [], {})
         sources = self._retrieve(asked, k or self.settings.top_k, mode, at, {})
         self._relevant(asked, sources, at)

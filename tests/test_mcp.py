@@ -38,7 +38,10 @@ def test_an_assistant_asks_searches_and_reads_a_paper(sample_settings: Settings)
             sample_settings.data_dir,
             [
                 ("ask", {"question": "What is DASHA?", "k": 3}),
-                ("search", {"question": "federated learning", "k": 4, "year_from": 2024}),
+                (
+                    "search",
+                    {"question": "federated learning", "k": 4, "filters": {"year_from": 2024}},
+                ),
                 ("get_paper", {"paper_id": dasha}),
                 ("get_paper", {"paper_id": "no-such-paper"}),
                 ("ask", {"question": "What do honeybees eat?"}),
