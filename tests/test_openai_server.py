@@ -6,24 +6,28 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
 
 from app.service import QAService
-from core.errors import ProviderError
+from core.errors import IndexMismatchError, ProviderError
 from core.models import Answer
 from core.settings import Settings
 from tests.conftest import (
     HOSTILE,
     INJECTIONS,
     LLM_KEY,
+    ROOT,
+    SAMPLE,
     assert_citations_real,
     free_port,
     gguf_path,
     make_settings,
     paper_id_containing,
+    serve,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
@@ -155,3 +159,43 @@ def test_the_judge_grades_through_the_server_in_a_call_of_its_own(
     graded = [r for r in report.results if not r.abstained]
     assert all(r.judge_reply for r in graded)
     assert all(r.judge_reply is None for r in report.results if r.abstained)
+
+
+def test_openai_embeddings_end_to_end_against_a_real_embeddings_endpoint(
+    tmp_path: Path,
+) -> None:
+    """AQA_EMBEDDINGS=openai against a real OpenAI-compatible /v1/embeddings on loopback
+    (llama-cpp-python's server, mean-pooled): ingest, search and answer with its vectors, and
+    an index built by it refuses another model."""
+    from ingest.pipeline import ingest
+    from ingest.read import read_paths
+    from store.index import Index
+
+    port = free_port()
+    command = [sys.executable, str(ROOT / "tests/fixtures/embedding_server.py"), str(gguf_path()),
+               str(port)]  # fmt: skip
+    with serve(command, f"http://127.0.0.1:{port}/v1/models", tmp_path / "embed.log"):
+        settings = make_settings(
+            data_dir=tmp_path / "index",
+            embeddings="openai",
+            embedding_model="smol-embed",
+            openai_base_url=f"http://127.0.0.1:{port}/v1",
+            llm="extractive",
+        )
+        papers = read_paths([SAMPLE]).papers[:12]  # a small corpus: this model is slow on CPU
+        dasha = paper_id_containing("We develop and analyze DASHA")
+        papers += [p for p in read_paths([SAMPLE]).papers if p.paper_id == dasha]
+        corpus = tmp_path / "papers.jsonl"
+        corpus.write_text("".join(json.dumps({"id": p.paper_id, "abstract": p.abstract}) + "\n"
+                                  for p in papers))  # fmt: skip
+        report = ingest([corpus], settings)
+        assert report.papers == len({p.paper_id for p in papers})
+        assert report.embedded == report.chunks > 0
+        stats = Index(settings).stats()
+        assert (stats.embedding_model, stats.embedding_dim) == ("smol-embed", 576)
+        answer = QAService(settings).ask("What is DASHA?")
+        assert not answer.abstained and answer.provider == "extractive"
+        assert answer.citations[0].paper_id == dasha
+        assert_citations_real(answer)
+    with pytest.raises(IndexMismatchError, match="smol-embed"):
+        QAService(make_settings(data_dir=tmp_path / "index")).ask("What is DASHA?")
