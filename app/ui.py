@@ -109,14 +109,19 @@ sup.aqa-cite {font-weight: 600; color: #1f77b4;}
 
 @st.cache_resource(show_spinner="Loading the embedding model and the index…")
 def _service(_settings: Settings, cache_key: str) -> QAService:
-    """One service (model, Chroma client, provider) per process and settings."""
-    return QAService(_settings)
+    """One service (model, Chroma client, provider) per process and settings, loaded when the
+    page first opens (under the spinner), so the first answer is as fast as the next."""
+    service = QAService(_settings)
+    service.warm()
+    return service
 
 
 def cache_key(current: Settings) -> str:
-    """Settings as a cache key; the API key only as a fingerprint, never in clear."""
-    key = current.openai_api_key.get_secret_value() if current.openai_api_key else ""
-    return current.model_dump_json(exclude={"openai_api_key"}) + fingerprint(key)
+    """Settings as a cache key; the secrets only as a fingerprint, never in clear."""
+    secrets = ("openai_api_key", "chroma_token", "api_token")
+    values = [getattr(current, name) for name in secrets]
+    clear = [value.get_secret_value() if value is not None else "" for value in values]
+    return current.model_dump_json(exclude=set(secrets)) + fingerprint(*clear)
 
 
 def settings() -> Settings:

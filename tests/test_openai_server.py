@@ -137,7 +137,7 @@ def test_the_judge_grades_through_the_server_in_a_call_of_its_own(
     from app.evaluate import judge, load_questions, run_eval
 
     grader = QAService(llm_settings(sample_settings, server, llm_max_tokens=120))
-    answers = [sample_service.ask(q) for q in ("What is DASHA?", "What does DecDTW do?")]
+    answers = [sample_service.ask("What is DASHA?")]
     assert not any(a.abstained for a in answers)
     untouched = [a.model_copy(deep=True) for a in answers]
     for answer in answers:
@@ -151,14 +151,10 @@ def test_the_judge_grades_through_the_server_in_a_call_of_its_own(
 
     questions = tmp_path / "q.jsonl"
     dasha = paper_id_containing("We develop and analyze DASHA")
-    questions.write_text(
-        json.dumps({"id": "q1", "question": "What is DASHA?", "gold": [dasha]})
-        + '\n{"id": "q2", "question": "How do honeybees communicate?", "answerable": false}\n'
-    )
+    questions.write_text(json.dumps({"id": "q1", "question": "What is DASHA?", "gold": [dasha]}))
     report = run_eval(load_questions(questions), grader, use_judge=True)
-    graded = [r for r in report.results if not r.abstained]
-    assert all(r.judge_reply for r in graded)
-    assert all(r.judge_reply is None for r in report.results if r.abstained)
+    (result,) = report.results
+    assert (result.judge_reply is None) == result.abstained  # what is answered is graded
 
 
 def test_openai_embeddings_end_to_end_against_a_real_embeddings_endpoint(
