@@ -11,12 +11,12 @@ p50/p95 of author-filtered and filtered retrieval (query cache emptied before ea
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import random
 import sys
 import time
 from pathlib import Path
+
+from corpus import CORPUS, read_records
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -43,12 +43,11 @@ def percentile(values: list[float], p: float) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", default=str(ROOT.parent / "shared/data/ml-abstracts.jsonl.gz"))
+    parser.add_argument("--corpus", default=str(CORPUS))
     parser.add_argument("--questions", type=int, default=200)
     parser.add_argument("--seed", type=int, default=12)
     args = parser.parse_args()
-    with gzip.open(args.corpus, "rt", encoding="utf-8") as fh:
-        records = [json.loads(line) for line in fh]
+    records = read_records(args.corpus)
     rng = random.Random(args.seed)
     chosen = rng.sample([r for r in records if r.get("authors")], args.questions)
     service = QAService()

@@ -11,7 +11,6 @@ corpus records with new ids, then repeats the upload to check that nothing is ad
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import random
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from corpus import CORPUS, read_records
 
 ROOT = Path(__file__).resolve().parent.parent
 EXE = Path(sys.executable).parent / "abstract-qa"
@@ -57,7 +57,7 @@ def start(index: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--index", required=True)
-    parser.add_argument("--corpus", default=str(ROOT.parent / "shared/data/ml-abstracts.jsonl.gz"))
+    parser.add_argument("--corpus", default=str(CORPUS))
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--new", type=int, default=40, help="papers the ingest adds meanwhile")
@@ -65,8 +65,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
 
-    with gzip.open(args.corpus, "rt", encoding="utf-8") as fh:
-        records = [json.loads(line) for line in fh]
+    records = read_records(args.corpus)
     rng = random.Random(args.seed)
     questions = [r["title"] for r in rng.sample(records, 500)]
     fresh = [

@@ -10,13 +10,14 @@ table. The index is built once in --data-dir and reused (ingest is idempotent).
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import random
 import statistics
 import sys
 import time
 from pathlib import Path
+
+from corpus import CORPUS, read_records
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -39,15 +40,14 @@ VARIANTS: list[tuple[str, Mode, Fusion, float]] = [
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", default=str(ROOT.parent / "shared/data/ml-abstracts.jsonl.gz"))
+    parser.add_argument("--corpus", default=str(CORPUS))
     parser.add_argument("--papers", type=int, default=5000, help="papers in the index")
     parser.add_argument("--queries", type=int, default=400, help="title queries")
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--data-dir", default="/tmp/aqa-bench-retrieval")
     args = parser.parse_args()
 
-    with gzip.open(args.corpus, "rt", encoding="utf-8") as fh:
-        records = [json.loads(line) for line in fh]
+    records = read_records(args.corpus)
     rng = random.Random(args.seed)
     chosen = rng.sample(records, min(args.papers, len(records)))
     data_dir = Path(args.data_dir)

@@ -11,7 +11,6 @@ their peak memory is measured separately. Prints one Markdown table.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import random
@@ -21,6 +20,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from corpus import CORPUS, read_records
 
 ROOT = Path(__file__).resolve().parent.parent
 EXE = Path(sys.executable).parent / "abstract-qa"
@@ -82,7 +83,7 @@ def du_mb(path: Path) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", default=str(ROOT.parent / "shared/data/ml-abstracts.jsonl.gz"))
+    parser.add_argument("--corpus", default=str(CORPUS))
     parser.add_argument("--sizes", default="1000,5000,all")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--data-root", default="/tmp/aqa-bench")
@@ -93,8 +94,7 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    with gzip.open(args.corpus, "rt", encoding="utf-8") as fh:
-        records = [json.loads(line) for line in fh]
+    records = read_records(args.corpus)
     rng = random.Random(args.seed)
     rng.shuffle(records)
     if args.index:

@@ -118,9 +118,6 @@ class ChunkCollection:
     def count(self) -> int:
         return self._col.count()
 
-    def ids(self) -> list[str]:
-        return list(self._col.get(include=[])["ids"])
-
     def scan(
         self, documents: bool = False, vectors: bool = False
     ) -> Iterator[tuple[StoredChunk, np.ndarray | None]]:
