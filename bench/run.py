@@ -53,6 +53,27 @@ print(json.dumps(out))
 """
 
 
+ENCODE_SCRIPT = r"""
+# sentence-transformers alone on the chunk texts the ingest embeds: same model, window and batch
+import json, sys, time
+from core.settings import get_settings
+from ingest.embed import LocalEmbeddings, get_embedder
+from ingest.pipeline import chunking_of
+from ingest.read import read_paths
+
+settings = get_settings()
+spec = get_embedder(settings).spec  # reads the model's config files; loads no weights
+_, chunker = chunking_of(settings, spec)
+texts = [c.embed_text for p in read_paths([sys.argv[1]]).papers for c in chunker(p)]
+t = time.perf_counter()
+from sentence_transformers import SentenceTransformer
+model = SentenceTransformer(str(LocalEmbeddings(spec.name).path), device="cpu")
+model.max_seq_length = LocalEmbeddings.WINDOW
+model.encode(texts, batch_size=settings.embed_batch_size, normalize_embeddings=True)
+print(json.dumps({"chunks": len(texts), "s": time.perf_counter() - t}))
+"""
+
+
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
@@ -116,9 +137,13 @@ def main() -> None:
         )
         env = {k: v for k, v in os.environ.items() if not k.startswith("AQA_")}
         env["AQA_DATA_DIR"] = str(work / "index")
+        print(f"[{n} papers] sentence-transformers alone...", file=sys.stderr, flush=True)
+        out, _, encode_rss = run([sys.executable, "-c", ENCODE_SCRIPT, str(corpus)], env)
+        plain = json.loads(out)
         print(f"[{n} papers] first ingest...", file=sys.stderr, flush=True)
         out, first_s, ingest_rss = run([str(EXE), "ingest", str(corpus), "--json"], env)
         report = json.loads(out)
+        assert report["chunks"] == plain["chunks"], (report["chunks"], plain["chunks"])
         print(f"[{n} papers] unchanged re-ingest...", file=sys.stderr, flush=True)
         out, again_s, _ = run([str(EXE), "ingest", str(corpus), "--json"], env)
         assert json.loads(out)["added"] == 0
@@ -136,10 +161,13 @@ def main() -> None:
                 "embed s": round(t["embed"], 1),
                 "index s": round(t["index"] + t["bm25"], 1),
                 "ingest / embed": round(first_s / max(t["embed"], 1e-9), 2),
+                "sentence-transformers alone s": round(plain["s"], 1),
+                "ingest / sentence-transformers": round(first_s / plain["s"], 2),
                 "re-ingest s": round(again_s, 1),
                 "speed-up": round(first_s / again_s, 1),
                 **{f"{k} p50/p95 ms": f"{v[0]}/{v[1]}" for k, v in lat.items()},
                 "ingest RSS MB": round(ingest_rss),
+                "sentence-transformers RSS MB": round(encode_rss),
                 "query RSS MB": round(query_rss),
                 "disk MB": round(du_mb(work / "index")),
             }

@@ -64,7 +64,6 @@ class LocalEmbeddings(Embeddings):
                 from transformers.utils import logging as hf_logging
 
                 hf_logging.disable_progress_bar()
-                _fixed_mmap_threshold()
                 model = SentenceTransformer(str(self.path), device="cpu", local_files_only=True)
                 model.max_seq_length = self.WINDOW
                 self._model = model
@@ -80,25 +79,34 @@ class LocalEmbeddings(Embeddings):
         vectors = self.model.encode(
             texts, batch_size=batch, normalize_embeddings=True, show_progress_bar=False
         )
+        if len(texts) >= 4 * self.batch_size:
+            _release_free_memory()
         return [v.tolist() for v in vectors]
 
     def embed_query(self, text: str) -> list[float]:
         return self.embed_documents([text])[0]
 
 
-def _fixed_mmap_threshold(threshold: int = 128 * 1024) -> None:
-    """Stop glibc raising its mmap threshold as torch frees large tensors.
+def _release_free_memory() -> None:
+    """Give the pages glibc holds free back to the system (a no-op elsewhere).
 
-    Otherwise each batch's activations (a new shape every batch) land in the heap and fragment
-    it: resident memory grew by about 90 MB per 512 chunks embedded, past 2 GB on the 22k corpus.
-    With a fixed threshold they are mapped and unmapped, and the peak stays flat (measured 740 MB
-    for the model plus 1,500 embedded abstracts, against 1,180 MB and climbing)."""
+    Each batch of activations has a new shape, so as torch frees them the heap fragments and
+    resident memory climbs (about 90 MB per 512 chunks, past 2 GB on the 22k corpus). Trimming
+    after each ingest round keeps it flat at no cost in speed; a fixed 128 KB mmap threshold
+    kept it flat too but made embedding 37% slower (every activation mapped and unmapped)."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _glibc() -> ctypes.CDLL | None:
     try:
         libc = ctypes.CDLL("libc.so.6")
-    except OSError:  # not glibc (macOS, musl): nothing to tune
-        return
-    libc.mallopt(-3, threshold)  # M_MMAP_THRESHOLD
+    except OSError:  # not glibc (macOS, musl): nothing to trim
+        return None
+    return libc if hasattr(libc, "malloc_trim") else None
 
+
+_LIBC = _glibc()
 
 _OPENAI_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072}
 

@@ -229,6 +229,15 @@ class BM25Index:
             if old.name != target.name:
                 shutil.rmtree(old, ignore_errors=True)
 
+    @staticmethod
+    def saved_generation(root: Path) -> str | None:
+        """The generation of the index saved under ``root``, without loading it."""
+        try:
+            name = (root / "CURRENT").read_text().strip()
+        except OSError:
+            return None
+        return name[len("gen-") : -len("-12345678")] if name.startswith("gen-") else None
+
     @classmethod
     def load(cls, root: Path) -> BM25Index | None:
         """The saved index, or None when there is none or it has another layout."""

@@ -1,10 +1,21 @@
 """The store: a Chroma collection of chunks (embedded or on a server) and the BM25 index beside it.
 
 Chroma is the source of truth. The BM25 side is a cache keyed by the collection's generation
-marker, and the only way to change the collection is a `Write`, which changes the marker first
-and rebuilds the BM25 side last: a BM25 index whose generation differs is stale and is rebuilt
-from Chroma, so the two agree even after an interrupted ingest or on another machine reading the
-same Chroma server.
+marker, and the only way to change the collection is a `Write`:
+
+1. it marks the collection as being written (generation ``w-<new>``) before any change,
+2. makes its changes,
+3. builds and saves the BM25 side under ``<new>``,
+4. and only then sets the collection's generation to ``<new>``.
+
+A BM25 index whose generation differs from the collection's is stale and is rebuilt from Chroma,
+so the two agree even after an interrupted ingest or on another machine reading the same Chroma
+server. A BM25 index built while a write is under way is never saved: a crash would leave it
+looking current.
+
+Queries never wait for a rebuild while there is an older snapshot to serve: the stale one keeps
+answering (a chunk deleted since is dropped when its text is fetched, one added since is still
+found by Chroma's dense search) while a fresh one is built once, in the background.
 """
 
 from __future__ import annotations
@@ -24,6 +35,14 @@ from core.settings import Settings
 from store.bm25 import BM25Index
 from store.chroma import ChunkCollection, delete_collection, open_client, open_collection
 from store.records import StoredChunk, stitch
+
+WRITING = "w-"
+"""Prefix of the generation marker while a write session is under way."""
+
+
+def is_writing(generation: str) -> bool:
+    """Whether the collection is being written (or a write was interrupted)."""
+    return generation.startswith(WRITING)
 
 
 @dataclass(frozen=True)
@@ -62,6 +81,7 @@ class Index:
         self._batch_size: int | None = None
         self._cached: BM25Index | None = None
         self._lock = threading.Lock()
+        self._refreshing: str | None = None  # the generation a background rebuild is building
 
     def where(self) -> str:
         if self.settings.chroma_host:
@@ -82,7 +102,11 @@ class Index:
 
     def snapshot(self, spec: ModelSpec) -> Snapshot:
         """The index for a query: checked for model and emptiness (one round trip to a Chroma
-        server), with its BM25 side loaded once per generation and shared by every caller."""
+        server), with its BM25 side loaded once per generation and shared by every caller.
+
+        When the BM25 side is stale and a rebuild from Chroma is needed, the last snapshot keeps
+        serving while a fresh one is built once in the background (see the module's docstring);
+        a question waits only when there is nothing older to serve."""
         chunks = self.chunks(spec)
         if chunks is None or chunks.count() == 0:
             raise EmptyIndexError(
@@ -90,10 +114,29 @@ class Index:
                 "`abstract-qa ingest PATH` (the bundled sample: `make run` or "
                 "`abstract-qa ingest --sample`)."
             )
+        generation = chunks.generation
         with self._lock:
-            if self._cached is None or self._cached.generation != chunks.generation:
-                self._cached = self.bm25(chunks)
+            if self._cached is None or self._cached.generation != generation:
+                if BM25Index.saved_generation(self._bm25_root()) == generation:
+                    self._cached = self.bm25(chunks)  # saved by the write that made it: a load
+                elif self._cached is None:
+                    # stale but whole: serve it meanwhile; with nothing saved, build it now
+                    self._cached = self.saved_bm25() or self.bm25(chunks)
+            if self._cached.generation != generation and self._refreshing != generation:
+                self._refreshing = generation
+                threading.Thread(
+                    target=self._refresh, args=(chunks,), daemon=True, name="aqa-bm25"
+                ).start()
             return Snapshot(chunks, self._cached)
+
+    def _refresh(self, chunks: ChunkCollection) -> None:
+        try:
+            bm25 = self.bm25(chunks)
+            with self._lock:
+                self._cached = bm25
+        finally:
+            with self._lock:
+                self._refreshing = None
 
     # --- the BM25 side -----------------------------------------------------------------------
     def _bm25_root(self) -> Path:
@@ -110,25 +153,30 @@ class Index:
 
     def bm25(self, chunks: ChunkCollection) -> BM25Index:
         """The BM25 index matching the collection now, rebuilt if it is missing or stale."""
-        saved = self.saved_bm25()
-        if saved is not None and saved.generation == chunks.generation:
-            return saved
-        return self._rebuild(chunks, chunks.generation)
-
-    def _rebuild(self, chunks: ChunkCollection, generation: str) -> BM25Index:
-        bm25 = BM25Index.build(chunks.scan(documents=True, vectors=True), generation)
-        bm25.save(self._bm25_root())
+        generation = chunks.generation
+        if BM25Index.saved_generation(self._bm25_root()) == generation:
+            saved = self.saved_bm25()
+            if saved is not None and saved.generation == generation:
+                return saved
+        bm25 = self._build(chunks, generation)
+        if not is_writing(generation):  # a write under way may still change the collection
+            bm25.save(self._bm25_root())
         return bm25
+
+    @staticmethod
+    def _build(chunks: ChunkCollection, generation: str) -> BM25Index:
+        return BM25Index.build(chunks.scan(documents=True, vectors=True), generation)
 
     # --- writing -----------------------------------------------------------------------------
     @contextmanager
     def write(self, chunks: ChunkCollection) -> Iterator[Write]:
         """The one way to change the index (see the module's docstring)."""
         generation = uuid.uuid4().hex
-        chunks.set_generation(generation)  # before any change: a crash mid-write is visible
+        chunks.set_generation(WRITING + generation)  # before any change: a crash is visible
         session = Write(chunks, generation)
         yield session
-        self._rebuild(chunks, generation)
+        self._build(chunks, generation).save(self._bm25_root())
+        chunks.set_generation(generation)
 
     def drop(self) -> None:
         """Delete the collection and its BM25 index (for --rebuild)."""

@@ -200,3 +200,63 @@ def test_a_new_latex_renderer_updates_in_place_and_re_embeds_only_changed_text(
     hits = Retriever(settings).search("DAGSurv", mode="bm25")
     assert hits[0].paper_id == "tt" and "DAGSurv" in hits[0].text
     assert ingest.pipeline.ingest([corpus], settings).embedded == 0
+
+
+def _background_rebuilds() -> None:
+    """Wait for the BM25 rebuilds a snapshot started in the background."""
+    import threading
+
+    for thread in threading.enumerate():
+        if thread.name == "aqa-bm25":
+            thread.join(timeout=120)
+
+
+def test_questions_during_a_write_are_served_the_last_snapshot_and_nothing_stale_is_saved(
+    settings: Settings, tmp_path: Path, sample_records: list[dict[str, object]]
+) -> None:
+    from ingest.embed import get_embedder
+    from store.index import is_writing
+
+    first, second = sample_records[:4], sample_records[4:6]
+    ingest([write_jsonl(tmp_path / "a.jsonl", first)], settings)
+    spec = get_embedder(settings).spec
+    reader, writer = Index(settings), Index(settings)
+    before = reader.snapshot(spec)
+    assert not is_writing(before.bm25.generation)
+    assert ingest([write_jsonl(tmp_path / "b.jsonl", second)], settings).added >= 2
+    # written and saved by the write that made it: the reader loads it at once
+    assert reader.snapshot(spec).bm25.chunk_ids != before.bm25.chunk_ids
+
+    # a write session that has made a change but not finished: the reader keeps answering
+    # from the snapshot it has, and rebuilds one in the background, unsaved
+    chunks = writer.chunks(spec)
+    assert chunks is not None
+    record = next(r for r in writer.stored(chunks).values() if r.paper_id == "s0")
+    saved = writer.saved_bm25()
+    assert saved is not None
+    with pytest.raises(RuntimeError, match="interrupted"), writer.write(chunks) as session:
+        session.delete([record.chunk_id])
+        during = reader.snapshot(spec)
+        assert during.bm25.generation != chunks.generation
+        _background_rebuilds()
+        refreshed = reader.snapshot(spec)
+        assert record.chunk_id not in refreshed.bm25.chunk_ids
+        assert refreshed.bm25.generation == chunks.generation
+        assert is_writing(chunks.generation)
+        raise RuntimeError("interrupted")
+    # the interrupted write left its marker; nothing built meanwhile was saved as current
+    assert is_writing(chunks.generation)
+    on_disk = writer.saved_bm25()
+    assert on_disk is not None and on_disk.generation == saved.generation
+    # a new process serves the saved (stale) side at once and catches up in the background
+    fresh = Index(settings)
+    assert fresh.snapshot(spec).bm25.generation == saved.generation
+    _background_rebuilds()
+    assert sorted(fresh.snapshot(spec).bm25.chunk_ids) == chroma_ids(settings)
+    # the next ingest, with nothing to embed, ends the interrupted write
+    again = ingest([write_jsonl(tmp_path / "b.jsonl", second)], settings)
+    assert again.added == 0
+    chunks = writer.chunks(spec)
+    assert chunks is not None and not is_writing(chunks.generation)
+    assert writer.saved_bm25().generation == chunks.generation  # type: ignore[union-attr]
+    assert bm25_ids(settings) == chroma_ids(settings)
