@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from pathlib import Path
 
 import typer
@@ -281,6 +282,20 @@ def stats_command(
     _print_stats(stats)
 
 
+def _preload_app() -> None:
+    """Load the model and the index into the app's cache while Streamlit starts."""
+    import logging
+
+    from app import ui
+
+    # outside a page run Streamlit warns that there is no script context: expected here
+    logging.getLogger("streamlit.runtime.scriptrunner_utils").setLevel(logging.ERROR)
+    logging.getLogger("streamlit.runtime.caching").setLevel(logging.ERROR)
+    seconds = ui.preload()
+    if seconds is not None:
+        out.print(f"Model and index loaded in {seconds:.1f} s: ready for questions.")
+
+
 @cli.command("app")
 def app_command(
     port: int = typer.Option(8501, "--port", help="Port of the app."),
@@ -291,6 +306,7 @@ def app_command(
 
     page = Path(__file__).resolve().parent / "streamlit_app.py"
     out.print(f"Open http://{host}:{port} (Ctrl-C stops the app)", highlight=False)
+    threading.Thread(target=_preload_app, daemon=True, name="aqa-preload").start()
     # the options of .streamlit/config.toml, which an installed package has no folder for
     sys.argv = ["streamlit", "run", str(page), "--server.port", str(port), "--server.address",
                 host, "--server.headless", "true", "--browser.gatherUsageStats", "false",

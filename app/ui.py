@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import re
+import time
 from typing import Any
 
 import pandas as pd
@@ -144,6 +145,19 @@ def get_service(current: Settings) -> QAService:
         st.error(str(exc))
         st.stop()
         raise
+
+
+def preload() -> float | None:
+    """Fill the service cache before any page opens: `abstract-qa app` calls this as Streamlit
+    starts, so the first visitor finds the model and the index loaded. Seconds it took (None
+    when the settings are wrong: the page shows why)."""
+    started = time.perf_counter()
+    try:
+        current = get_settings()
+        _service(current, cache_key(current)).provider  # noqa: B018 - as get_service does
+    except AQAError:
+        return None
+    return time.perf_counter() - started
 
 
 @st.cache_data(ttl=30, show_spinner=False)

@@ -20,38 +20,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-from corpus import CORPUS, read_records
+from corpus import CORPUS, read_records, sentence_questions
 
 ROOT = Path(__file__).resolve().parent.parent
 EXE = Path(sys.executable).parent / "abstract-qa"
-
-QUERY_SCRIPT = r"""
-import json, random, statistics, sys, time
-from core.models import Filters
-from app.service import QAService
-from core.settings import get_settings
-
-titles = json.loads(open(sys.argv[1]).read())
-service = QAService(get_settings())
-retriever = service.retriever
-retriever.search("warm up the model and the caches")
-filtered = Filters(year_from=2015, venues=["NeurIPS", "ICML", "ICLR"])
-out = {}
-def clock(fn):
-    times = []
-    for title in titles:
-        retriever.embedder.forget_queries()  # every query pays for its embedding
-        t = time.perf_counter(); fn(title); times.append(time.perf_counter() - t)
-    times.sort()
-    return [round(1000 * times[len(times) // 2], 1), round(1000 * times[int(len(times) * 0.95)], 1)]
-for mode in ("dense", "bm25", "hybrid"):
-    out[mode] = clock(lambda q: retriever.search(q, mode=mode))
-    out[mode + "+filter"] = clock(lambda q: retriever.search(q, filtered, mode=mode))
-out["ask"] = clock(lambda q: service.ask(q))
-print(json.dumps(out))
-"""
-
+QUERIES = Path(__file__).resolve().parent / "queries.py"
 
 ENCODE_SCRIPT = r"""
 # sentence-transformers alone on the chunk texts the ingest embeds: same model, window and batch
@@ -131,10 +106,7 @@ def main() -> None:
         work.mkdir(parents=True)
         corpus = work / "corpus.jsonl"
         corpus.write_text("".join(json.dumps(r) + "\n" for r in subset))
-        titles = work / "queries.json"
-        titles.write_text(
-            json.dumps([r["title"] for r in rng.sample(subset, min(args.queries, n))])
-        )
+        queries = write_queries(work / "queries.json", subset, rng, args.queries)
         env = {k: v for k, v in os.environ.items() if not k.startswith("AQA_")}
         env["AQA_DATA_DIR"] = str(work / "index")
         print(f"[{n} papers] sentence-transformers alone...", file=sys.stderr, flush=True)
@@ -148,7 +120,7 @@ def main() -> None:
         out, again_s, _ = run([str(EXE), "ingest", str(corpus), "--json"], env)
         assert json.loads(out)["added"] == 0
         print(f"[{n} papers] queries...", file=sys.stderr, flush=True)
-        out, _, query_rss = run([sys.executable, "-c", QUERY_SCRIPT, str(titles)], env)
+        out, _, query_rss = run([sys.executable, str(QUERIES), str(queries)], env)
         lat = json.loads(out)
         t = report["timings"]
         rows.append(
@@ -180,13 +152,20 @@ def main() -> None:
     print(f"\n{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, {args.queries} title queries")
 
 
-def queries_only(index: Path, records: list[dict[str, str]], rng: random.Random, n: int) -> None:
+def write_queries(path: Path, records: list[dict[str, Any]], rng: random.Random, n: int) -> Path:
+    """``n`` paper titles and ``n`` questions of one or two sentences, for bench/queries.py."""
+    titles = [r["title"] for r in rng.sample(records, min(n, len(records)))]
+    questions = sentence_questions(records, n, rng)
+    path.write_text(json.dumps({"titles": titles, "questions": questions}))
+    return path
+
+
+def queries_only(index: Path, records: list[dict[str, Any]], rng: random.Random, n: int) -> None:
     """The query rows of the table for an index that is already built."""
-    titles = index.parent / f"{index.name}-queries.json"
-    titles.write_text(json.dumps([r["title"] for r in rng.sample(records, min(n, len(records)))]))
+    queries = write_queries(index.parent / f"{index.name}-queries.json", records, rng, n)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AQA_")}
     env["AQA_DATA_DIR"] = str(index)
-    out, _, query_rss = run([sys.executable, "-c", QUERY_SCRIPT, str(titles)], env)
+    out, _, query_rss = run([sys.executable, str(QUERIES), str(queries)], env)
     print("| measure | value |\n|---|---|")
     for key, (p50, p95) in json.loads(out).items():
         print(f"| {key} p50/p95 ms | {p50}/{p95} |")

@@ -158,8 +158,14 @@ class Index:
             saved = self.saved_bm25()
             if saved is not None and saved.generation == generation:
                 return saved
+        return self.rebuild(chunks)
+
+    def rebuild(self, chunks: ChunkCollection) -> BM25Index:
+        """The BM25 side built from Chroma, and saved unless a write is under way (it may still
+        change the collection)."""
+        generation = chunks.generation
         bm25 = self._build(chunks, generation)
-        if not is_writing(generation):  # a write under way may still change the collection
+        if not is_writing(generation):
             bm25.save(self._bm25_root())
         return bm25
 

@@ -1,10 +1,11 @@
-"""The app in a real headless Chromium (Debian's), started on loopback like `make run` does."""
+"""The app in a real headless Chromium (Debian's), started by `abstract-qa app` like `make run`."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,14 +24,16 @@ def app_url(sample_settings: Settings, tmp_path_factory: pytest.TempPathFactory)
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AQA_", "OPENAI_"))}
     env["AQA_DATA_DIR"] = str(sample_settings.data_dir)
-    command = [
-        sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "streamlit_app.py"),
-        "--server.port", str(port), "--server.address", "127.0.0.1",
-        "--server.headless", "true", "--browser.gatherUsageStats", "false",
-    ]  # fmt: skip
+    command = [str(Path(sys.executable).parent / "abstract-qa"), "app", "--port", str(port),
+               "--host", "127.0.0.1"]  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
     with serve(command, f"{url}/_stcore/health", log, env=env):
+        # the model and the index load as the app starts, before anyone opens the page
+        deadline = time.monotonic() + 180
+        while "ready for questions" not in log.read_text():
+            assert time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.5)
         yield url
 
 
