@@ -50,11 +50,14 @@ test: install-dev browser
 test-fast: install-dev
 	$(BIN)/python -m pytest -m "not slow"
 
-# Scale benchmark (not part of make test): 1k, 5k and all 21,958 papers of ../shared/data, then
-# author questions over the whole corpus's index.
+# Benchmarks (not part of make test; docs/benchmarks.md): 1k, 5k and all 21,958 papers of
+# ../shared/data, each ingest timed beside sentence-transformers alone; author questions over
+# the whole corpus's index; then that index grown to 5x and 10x (no embedding), also served by
+# `chroma run`.
 bench: install
 	$(BIN)/python bench/run.py --sizes 1000,5000,all
 	AQA_DATA_DIR=/tmp/aqa-bench/n21958/index $(BIN)/python bench/authors.py --questions 200
+	$(BIN)/python bench/scale.py --index /tmp/aqa-bench/n21958/index --server
 
 lint: install-dev
 	$(BIN)/ruff check .

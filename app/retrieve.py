@@ -290,14 +290,17 @@ def scan(
     bm25: BM25Index, qvec: np.ndarray, mask: np.ndarray, n: int
 ) -> tuple[list[str], list[float]]:
     """The ``n`` nearest chunks that pass ``mask``, by exact cosine similarity."""
-    passing = int(mask.sum())
-    if not passing:
+    rows = np.flatnonzero(mask)
+    if not len(rows):
         return [], []
-    sims = np.where(mask, bm25.vectors @ qvec, -np.inf)
-    n = min(n, passing)
+    # memory-bound: a narrow filter reads only the rows that pass; a broad one, the whole
+    # matrix in one pass (cheaper than gathering most of it)
+    narrow = len(rows) < len(mask) // 4
+    sims = bm25.vectors[rows] @ qvec if narrow else (bm25.vectors @ qvec)[rows]
+    n = min(n, len(rows))
     top = np.argpartition(-sims, n - 1)[:n] if n < len(sims) else np.arange(len(sims))
     top = top[np.argsort(-sims[top], kind="stable")]
-    return [bm25.chunk_ids[i] for i in top], [float(sims[i]) for i in top]
+    return [bm25.chunk_ids[rows[i]] for i in top], [float(sims[i]) for i in top]
 
 
 def lexical_score(bm25: BM25Index, scores: np.ndarray, cid: str) -> float:

@@ -9,7 +9,6 @@ let the provider write, and check the citations (`_answer`). Counting questions 
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -101,9 +100,20 @@ class QAService:
         """Load the embedding model, the index and the provider now, so that the first question
         is answered as fast as the next (the app and the servers call this as they start)."""
         self.retriever.embed("warm up the model")
-        with contextlib.suppress(EmptyIndexError):  # an empty index is reported when asked
-            self.retriever.open()
-        _ = self.provider
+        provider = self.provider
+        try:
+            at = self.retriever.open()
+        except EmptyIndexError:  # reported when asked
+            return
+        # One question through every step, so that nothing loads on the first real one (the
+        # tokenizers, the snapshot's derived tables, the model at an answer's shapes): a paper's
+        # own title, which retrieval finds. A generative provider is not called for it.
+        head = at.chunks.get(at.bm25.chunk_ids[:1])
+        title = next(iter(head.values())).plain_title if head else "warm up"
+        if provider.name == "extractive":
+            self.ask(title)
+        else:
+            self.search(title)
 
     def as_retriever(self, **options: Any) -> AbstractsRetriever:
         """This service's search as a LangChain `BaseRetriever` (options as for `search`)."""

@@ -205,6 +205,8 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AQA_")}
     env["AQA_DATA_DIR"] = str(data)
     os.environ["AQA_DATA_DIR"] = str(data)
+    print("bringing the copy up to date with this code's chunking...", file=sys.stderr, flush=True)
+    run([str(EXE), "ingest", str(corpus)], env)  # a no-op unless --index is older
     index = Index(Settings())
     saved = index.saved_bm25()
     assert saved is not None and len(saved.chunk_ids) > 0, "the index has no BM25 side"

@@ -116,6 +116,23 @@ def test_the_masked_scan_is_exact_and_ordered() -> None:
     assert scan(bm25, query, np.zeros(4, dtype=bool), 2) == ([], [])
 
 
+@pytest.mark.parametrize("passing", [1, 3, 10, 40])
+def test_narrow_and_broad_masks_scan_the_same_way(passing: int) -> None:
+    """A narrow mask reads only its rows, a broad one the whole matrix: same exact answer."""
+    rng = np.random.default_rng(passing)
+    rows = [(f"p{i}:0", f"text {i}", 2020, "ICLR", []) for i in range(40)]
+    bm25 = index(rows)
+    bm25.vectors = rng.normal(size=(40, 16)).astype(np.float32)
+    query = rng.normal(size=16).astype(np.float32)
+    mask = np.zeros(40, dtype=bool)
+    mask[rng.choice(40, passing, replace=False)] = True
+    sims = bm25.vectors @ query
+    expected = sorted(np.flatnonzero(mask), key=lambda i: -sims[i])[:5]
+    ids, got = scan(bm25, query, mask, 5)
+    assert ids == [bm25.chunk_ids[i] for i in expected]
+    assert got == pytest.approx([float(sims[i]) for i in expected], abs=1e-5)
+
+
 def test_bm25_scores_and_coverage_read_the_same_words() -> None:
     bm25 = index(ROWS)
     scores = bm25.scores("graphs")

@@ -25,8 +25,8 @@ from ingest.embed import Embedder
 
 CANDIDATE_PAPERS = 3
 MAX_SENTENCES = 3  # and so at most 3 papers an answer
-MAX_EMBEDDED = 12  # sentences embedded per question: the costly step
-OWN_PLACES = 8  # of which the most relevant paper may take this many
+MAX_EMBEDDED = 9  # sentences embedded per question: the costly step
+OWN_PLACES = 6  # of which the most relevant paper may take this many
 FIT_WEIGHT = 0.2  # a sentence of the asked-for shape (a number for "how much") gains this
 SECOND_GAP = 0.2  # a second sentence of the best paper joins when this close to the best
 OTHER_GAP = 0.08  # ...and a sentence of another paper, when this close
