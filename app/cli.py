@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 from pathlib import Path
@@ -77,7 +78,10 @@ def ingest_command(
             bar.update(tasks[stage], completed=done, total=total)
 
         try:
-            report = ingest(paths, settings, rebuild=rebuild, progress=progress)
+            # the console script's main module is import-safe, so chunking may use every core
+            report = ingest(
+                paths, settings, rebuild=rebuild, progress=progress, processes=os.cpu_count() or 1
+            )
         except KeyboardInterrupt:
             err.print(
                 "Interrupted. What was written is kept; run the same command again to finish."

@@ -72,16 +72,30 @@ class LocalEmbeddings(Embeddings):
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
-        # A few texts (an answer's candidate sentences) differ in length too much for one padded
-        # batch: small batches are ~20% faster there. Many texts are sorted by length by
-        # sentence-transformers, so the configured batch wastes little padding.
-        batch = self.batch_size if len(texts) >= 4 * self.batch_size else 4
-        vectors = self.model.encode(
-            texts, batch_size=batch, normalize_embeddings=True, show_progress_bar=False
+        if len(texts) < 4 * self.batch_size:
+            # A few texts (an answer's candidate sentences) differ in length too much for one
+            # padded batch: small batches are ~20% faster there.
+            vectors = self._encode(texts, 4)
+            return [v.tolist() for v in vectors]
+        # sentence-transformers orders a call's texts by characters, so a batch pads to a word
+        # piece count up to 18% (on ML abstracts) above its texts' own; batches of texts with
+        # equal word piece counts embed the same vectors 15% faster.
+        model = self.model
+        pieces = model.tokenizer(texts, truncation=True, max_length=model.max_seq_length)
+        order = sorted(range(len(texts)), key=lambda i: -len(pieces["input_ids"][i]))
+        out: list[list[float]] = [[] for _ in texts]
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            vectors = self._encode([texts[i] for i in batch], len(batch))
+            for i, vector in zip(batch, vectors, strict=True):
+                out[i] = vector.tolist()
+        _release_free_memory()
+        return out
+
+    def _encode(self, texts: list[str], batch_size: int) -> Any:
+        return self.model.encode(
+            texts, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False
         )
-        if len(texts) >= 4 * self.batch_size:
-            _release_free_memory()
-        return [v.tolist() for v in vectors]
 
     def embed_query(self, text: str) -> list[float]:
         return self.embed_documents([text])[0]

@@ -16,7 +16,7 @@ from pathlib import Path
 from core.models import Chunk, IngestReport, ModelSpec, Paper, chunk_id
 from core.settings import Settings
 from core.text import RENDER_VERSION
-from ingest.chunk import chunk_paper
+from ingest.chunk import chunk_paper, chunk_papers
 from ingest.embed import Embedder, get_embedder
 from ingest.read import read_paths
 from store.index import Index, Write, is_writing
@@ -60,15 +60,18 @@ def plan(
     stored: dict[str, StoredChunk],
     chunking: str,
     chunker: Callable[[Paper], list[Chunk]],
+    processes: int = 1,
 ) -> Plan:
     """Compare the papers read with what the index holds (``stored``, by chunk id).
 
     A paper whose record and ``chunking`` are unchanged keeps its chunks without being chunked
     again; the others are chunked, and each chunk is new, re-embedded (its text changed),
     updated (only its metadata changed) or unchanged. Chunks of a paper read that it no longer
-    makes are deleted; papers not read are left alone."""
+    makes are deleted; papers not read are left alone. ``processes`` may share the chunking
+    (see `chunk_papers`)."""
     todo = Plan()
     wanted: set[str] = set()
+    changed: list[Paper] = []
     for paper in papers:
         head = stored.get(chunk_id(paper.paper_id, 0))
         if head is not None and head.paper_hash == paper_hash(paper, chunking):
@@ -77,7 +80,8 @@ def plan(
                 todo.unchanged += len(ids)
                 wanted.update(ids)
                 continue
-        chunks = chunker(paper)
+        changed.append(paper)
+    for paper, chunks in zip(changed, chunk_papers(chunker, changed, processes), strict=True):
         for chunk in chunks:
             wanted.add(chunk.chunk_id)
             record = StoredChunk.of(paper, chunk, len(chunks), chunking)
@@ -127,8 +131,12 @@ def ingest(
     *,
     rebuild: bool = False,
     progress: Progress = _noop,
+    processes: int = 1,
 ) -> IngestReport:
-    """Bring the index up to date with the papers under ``paths``; safe to interrupt and re-run."""
+    """Bring the index up to date with the papers under ``paths``; safe to interrupt and re-run.
+
+    ``processes`` > 1 chunks a large corpus in that many spawned processes: the calling
+    script's main module must then be import-safe (``if __name__ == "__main__":``)."""
     started = time.perf_counter()
     clock = _Clock()
     with clock("read"):
@@ -147,7 +155,7 @@ def ingest(
             stored = index.stored(chunks)
         chunking, chunker = chunking_of(settings, embedder.spec)
         with clock("chunk"):
-            todo = plan(read.papers, stored, chunking, chunker)
+            todo = plan(read.papers, stored, chunking, chunker, processes)
         report.chunks, report.added, report.updated = todo.chunks, todo.added, todo.updated
         report.unchanged, report.removed = todo.unchanged, len(todo.delete)
         report.embedded = len(todo.embed)
@@ -173,9 +181,8 @@ def _write(
     """Embed and write the plan in rounds of ``ROUND`` chunks, then the metadata-only updates
     and the deletions.
 
-    Longest texts first, as sentence-transformers orders one call's texts: each batch holds
-    texts of about one length (little padding), exactly the batches that one call over all of
-    them would make, and the rounds cost no speed."""
+    Longest texts first: memory peaks in the first round, and each round holds texts of about
+    one length, which the local model then batches by their word piece counts."""
     todo_embed = sorted(todo.embed, key=lambda pair: -len(pair[1]))
     for start in range(0, len(todo_embed), ROUND):
         batch = todo_embed[start : start + ROUND]

@@ -259,3 +259,20 @@ def test_questions_during_a_write_are_served_the_last_snapshot_and_nothing_stale
     assert chunks is not None and not is_writing(chunks.generation)
     assert writer.saved_bm25().generation == chunks.generation  # type: ignore[union-attr]
     assert bm25_ids(settings) == chroma_ids(settings)
+
+
+def test_documents_batched_by_word_pieces_embed_as_one_call_does() -> None:
+    """The local model embeds many texts in batches of equal word piece counts (less padding,
+    faster); each text must still get the vector sentence-transformers gives it, in order."""
+    import numpy as np
+
+    from ingest.embed import LocalEmbeddings
+
+    local = LocalEmbeddings("all-MiniLM-L6-v2", batch_size=16)
+    papers = read_paths([SAMPLE]).papers
+    texts = [papers[i % len(papers)].abstract[: 40 + 23 * i] for i in range(80)]
+    assert len(texts) >= 4 * local.batch_size
+    ours = np.asarray(local.embed_documents(texts))
+    plain = local.model.encode(texts, batch_size=16, normalize_embeddings=True)
+    assert ours.shape == plain.shape
+    assert float((ours * plain).sum(axis=1).min()) > 0.99999

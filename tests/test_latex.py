@@ -73,3 +73,21 @@ def test_no_alphabetic_word_inside_braces_is_lost(
     flat = re.sub(r"\s+", "", rendered).casefold()
     for word in [*before, *words, *after]:
         assert word.casefold() in flat, (inner, rendered)
+
+
+def test_the_indexed_specials_search_finds_what_pylatexenc_finds() -> None:
+    """`plain_text` swaps pylatexenc's specials search for an indexed one; at every position of
+    text full of specials (dashes, quotes, ties, accents) it must return the very same spec."""
+    from pylatexenc.macrospec import LatexContextDb
+
+    from core.text import _latex
+
+    _, _, walker_db = _latex()
+    text = (
+        "A -- B --- C ``quoted'' `single' ~tie ?` !` & # ^ _ \\% {x} $a_1$ "
+        "\\'e \\\"o -- -x- ``` ''' ~~ ---- \\\\ end."
+    )
+    for pos in range(len(text) + 1):
+        assert walker_db.test_for_specials(text, pos) is LatexContextDb.test_for_specials(
+            walker_db, text, pos
+        ), (pos, text[pos : pos + 4])

@@ -6,12 +6,13 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
+from functools import partial
 
 import pytest
 
 from core.models import Chunk, Paper, chunk_id, paper_of
 from core.tokens import STOPWORDS, words
-from ingest.chunk import chunk_paper
+from ingest.chunk import chunk_paper, chunk_papers
 from ingest.pipeline import plan
 from store.records import StoredChunk
 from tests.conftest import SHARED_CORPUS
@@ -46,6 +47,15 @@ def test_a_first_ingest_embeds_every_chunk() -> None:
     assert todo.update == todo.delete == [] and todo.unchanged == 0
     assert [r.chunk_id for r, _ in todo.embed][:2] == ["a:0", "b:0"]
     assert all(text.startswith("Title ") for _, text in todo.embed)  # the title gives context
+
+
+def test_chunking_split_over_processes_gives_the_same_chunks_in_order() -> None:
+    """A large ingest chunks in spawned processes (the CLI asks for one per core): the chunks
+    must be exactly those one process makes, paper by paper."""
+    papers = [paper(f"p{i}", f"Claim {i} holds. " * (3 + i % 40)) for i in range(40)]
+    split = partial(chunk_paper, max_tokens=60, overlap_tokens=10)
+    serial = [chunker(p) for p in papers]
+    assert chunk_papers(split, papers, processes=2, per_process=10) == serial
 
 
 def test_an_unchanged_paper_is_skipped_without_chunking() -> None:
