@@ -116,25 +116,31 @@ class Checked:
 
 def check_citations(text: str, sources: list[Source]) -> Checked:
     """Keep markers that name a given source, drop (and report) the rest, flag uncited sentences,
-    and attach to each citation the source sentences that best support the citing sentences."""
-    by_marker = {s.marker: s for s in sources}
+    and attach to each citation the source sentences that best support the citing sentences.
+
+    Whatever the text (nested, glued or unbalanced brackets, numbers of any length), every
+    marker left in the checked text names a source: dropping ``[0]`` from ``[[0]1]`` makes a new
+    marker ``[1]``, so the pass repeats until the text no longer changes."""
+    by_marker = {str(s.marker): s for s in sources}
     invalid: list[str] = []
-    claims: dict[int, list[str]] = {}
+    claims: dict[str, list[str]] = {}
 
     def keep_valid(match: re.Match[str]) -> str:
-        numbers = [int(n) for n in re.split(r"[,;]", match.group(1))]
-        good = [n for n in numbers if n in by_marker]
-        invalid.extend(str(n) for n in numbers if n not in by_marker)
-        return "".join(f"[{n}]" for n in dict.fromkeys(good))
+        # compared as strings: int() of a 5,000-digit "number" raises in Python 3.11+
+        numbers = [n.strip().lstrip("0") or "0" for n in re.split(r"[,;]", match.group(1))]
+        invalid.extend(n for n in numbers if n not in by_marker and n not in invalid)
+        return "".join(f"[{n}]" for n in dict.fromkeys(n for n in numbers if n in by_marker))
 
-    cleaned = _MARKER.sub(keep_valid, text)
-    # "claim. [1] Next" -> "claim [1]. Next": a marker belongs to the sentence before it
-    cleaned = _TRAILING_MARKERS.sub(r" \2\1", cleaned)
-    cleaned = re.sub(r"[ \t]+([.,;:!?])", r"\1", re.sub(r"[ \t]{2,}", " ", cleaned)).strip()
+    cleaned = text
+    for _ in range(len(text) + 1):  # each pass that changes the text removes a bracket pair
+        tidied = _tidy(_MARKER.sub(keep_valid, cleaned))
+        if tidied == cleaned:
+            break
+        cleaned = tidied
     uncited: list[str] = []
     for start, end in sentence_spans(cleaned):
         sentence = cleaned[start:end]
-        markers = [int(n) for n in re.findall(r"\[(\d+)\]", sentence)]
+        markers = re.findall(r"\[(\d+)\]", sentence)
         bare = _MARKER.sub("", sentence).strip()
         if not markers:
             if bare and not is_refusal(bare):
@@ -144,14 +150,21 @@ def check_citations(text: str, sources: list[Source]) -> Checked:
             claims.setdefault(n, []).append(bare)
     citations = [
         Citation(
-            marker=n,
+            marker=by_marker[n].marker,
             paper_id=by_marker[n].paper_id,
             title=by_marker[n].title,
             supporting=supporting_sentences(by_marker[n].text, claims[n]),
         )
-        for n in sorted(claims)
+        for n in sorted(claims, key=int)
     ]
     return Checked(cleaned, citations, invalid, uncited)
+
+
+def _tidy(text: str) -> str:
+    """Markers after the full stop moved before it ("claim. [1] Next" -> "claim [1]. Next": a
+    marker belongs to the sentence before it), and the spaces a removed marker leaves folded."""
+    text = _TRAILING_MARKERS.sub(r" \2\1", text)
+    return re.sub(r"[ \t]+([.,;:!?])", r"\1", re.sub(r"[ \t]{2,}", " ", text)).strip()
 
 
 def supporting_sentences(source_text: str, claims: list[str], most: int = 2) -> list[str]:

@@ -16,11 +16,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig
-from pydantic import ConfigDict, Field
+from langchain_core.runnables.config import run_in_executor
+from pydantic import ConfigDict, Field, field_validator
 
 from core.models import Answer, Source
 
@@ -48,18 +52,45 @@ def to_document(source: Source) -> Document:
 
 
 class AbstractsRetriever(BaseRetriever):
-    """The papers for a query, best first, as `Document`s; ``options`` are those of
-    `QAService.search` (``k``, ``year_from``, ``venue``, ``authors``, ``mode`` ...)."""
+    """The ``k`` papers for a query, best first, as `Document`s.
+
+    ``k`` defaults to the service's ``top_k`` setting; ``options`` are the other options of
+    `QAService.search` (``year_from``, ``venue``, ``authors``, ``mode`` ...). Keyword arguments
+    of a call win over both, in ``invoke``, ``ainvoke``, ``batch`` and ``abatch`` alike:
+    ``retriever.invoke("federated learning", k=3, year_from=2024)``."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     service: Any = Field(description="The QAService that searches.")
-    options: dict[str, Any] = Field(default_factory=dict)
+    k: int | None = Field(
+        default=None, ge=1, description="Papers per query; None: the service's top_k setting."
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="Filters and mode, as `QAService.search` takes them."
+    )
+
+    @field_validator("options")
+    @classmethod
+    def _k_is_a_field(cls, options: dict[str, Any]) -> dict[str, Any]:
+        if "k" in options:
+            raise ValueError("give k as the retriever's own `k`, not in `options`")
+        return options
+
+    def _search(self, query: str, given: dict[str, Any]) -> list[Document]:
+        given.pop("verbose", None)  # BaseRetriever's own call option, passed on to us too
+        options = {**self.options, "k": self.k, **given}
+        return [to_document(s) for s in self.service.search(query, **options)]
 
     def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
-        return [to_document(s) for s in self.service.search(query, **self.options)]
+        return self._search(query, kwargs)
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        # BaseRetriever's own async fallback would drop the call's kwargs (k among them)
+        return await run_in_executor(None, self._search, query, kwargs)
 
 
 class AnswerRunnable(Runnable[str | dict[str, Any], Answer]):

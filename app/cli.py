@@ -33,7 +33,7 @@ def main() -> None:
         cli()
     except AQAError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        sys.exit(2)
+        sys.exit(exc.exit_code)  # one per kind of failure: README, "Errors"
 
 
 @cli.command("ingest")

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from core.models import Filters
-from core.text import author_query_key
+from core.text import matching_authors
 
 _Y = r"((?:19[5-9]|20\d)\d)"
 _NOT_AFTER = (
@@ -50,7 +50,7 @@ def parse_filters(
     question: str,
     known_venues: Iterable[str],
     known_years: Iterable[int] | None = None,
-    known_authors: Mapping[str, object] | None = None,
+    known_authors: Mapping[str, Iterable[str]] | None = None,
 ) -> tuple[Filters, str]:
     """Filters stated in the question, and the question with those phrases taken out.
 
@@ -58,7 +58,8 @@ def parse_filters(
     papers", "a paper from 2017", "between 2015 and 2017", "before 2018") and only when the
     index holds papers of that year (``known_years``; None: any year). "Batch size of 2048",
     "GPT-2", "2019 style" and "1000 samples" are not filters. An author is read from "papers by
-    X", "X's work on", "X et al." when ``known_authors`` (author keys) holds the name."""
+    X", "X's work on", "X et al." when ``known_authors`` (surname keys to the
+    indexed names) holds someone of that name (`core.text.same_author`)."""
     text = question
     found: dict[str, Any] = {}
     held = set(known_years) if known_years is not None else None
@@ -109,8 +110,7 @@ def parse_filters(
     if known_authors:
         for m in _AUTHOR.finditer(question):
             name = next(g for g in m.groups() if g).strip(" .")
-            key = author_query_key(name)
-            if key is not None and key in known_authors:
+            if matching_authors(name, known_authors):
                 found.setdefault("authors", []).append(name)
                 cut(m)
     cleaned = " ".join(text.split())

@@ -12,7 +12,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from app.question import names
-from core.errors import InputError
+from core.errors import PaperNotFoundError
 from core.models import Filters, Mode, Source, paper_of
 from core.settings import Settings
 from ingest.embed import Embedder, get_embedder
@@ -137,8 +137,8 @@ class Retriever:
         years = (at or self.open()).bm25.facet_arrays["year"]
         return {int(y) for y in set(years.tolist()) if y >= 0}
 
-    def known_authors(self, at: Snapshot | None = None) -> dict[str, np.ndarray]:
-        """Author keys ("levine", "s levine") to their chunk rows."""
+    def known_authors(self, at: Snapshot | None = None) -> dict[str, dict[str, np.ndarray]]:
+        """Surname keys ("levine") to the authors of that surname, to their chunk rows."""
         return (at or self.open()).bm25.author_rows
 
     def author_names(self, at: Snapshot | None = None) -> list[str]:
@@ -246,10 +246,7 @@ class Retriever:
         papers = np.array([str(p) for p in bm25.facets["paper_id"]])
         own = papers == paper_id
         if not own.any():
-            raise InputError(
-                f"No paper with id {paper_id!r} in the index: use an id as `ask --json` or "
-                "`stats` shows it."
-            )
+            raise PaperNotFoundError(paper_id)
         centre = bm25.vectors[own].mean(axis=0)
         centre = centre / (np.linalg.norm(centre) or 1.0)
         sims = bm25.vectors @ centre

@@ -28,7 +28,7 @@ from app.llm import Provider, get_provider
 from app.llm.base import History
 from app.question import comparison_sides, count_topic, is_count
 from app.retrieve import PaperHit, Retriever, merge_hits, to_sources
-from core.errors import EmptyIndexError, InputError
+from core.errors import EmptyIndexError, IndexNotFoundError, InputError, PaperNotFoundError
 from core.models import Answer, Filters, Mode, Paper, Source, Usage
 from core.settings import Settings, get_settings
 from core.tokens import truncate
@@ -103,7 +103,7 @@ class QAService:
         provider = self.provider
         try:
             at = self.retriever.open()
-        except EmptyIndexError:  # reported when asked
+        except (IndexNotFoundError, EmptyIndexError):  # reported when asked
             return
         # One question through every step, so that nothing loads on the first real one (the
         # tokenizers, the snapshot's derived tables, the model at an answer's shapes): a paper's
@@ -115,11 +115,13 @@ class QAService:
         else:
             self.search(title)
 
-    def as_retriever(self, **options: Any) -> AbstractsRetriever:
-        """This service's search as a LangChain `BaseRetriever` (options as for `search`)."""
+    def as_retriever(self, k: int | None = None, **options: Any) -> AbstractsRetriever:
+        """This service's search as a LangChain `BaseRetriever`: ``k`` papers per query (the
+        ``top_k`` setting unless given), ``options`` as for `search`. A call's own ``k`` and
+        options win: ``retriever.invoke(query, k=3)``, ``await retriever.ainvoke(query, k=3)``."""
         from app.chains import AbstractsRetriever
 
-        return AbstractsRetriever(service=self, options=options)
+        return AbstractsRetriever(service=self, k=k, options=options)
 
     def as_runnable(self, **options: Any) -> AnswerRunnable:
         """This service's answer path as a LangChain `Runnable` (options as for `stream`)."""
@@ -206,10 +208,7 @@ class QAService:
         """The paper with this id, as indexed (its abstract as the corpus gave it)."""
         paper = self.retriever.index.paper(paper_id)
         if paper is None:
-            raise InputError(
-                f"No paper with id {paper_id!r} in the index: use an id as `ask --json` or "
-                "`stats` shows it."
-            )
+            raise PaperNotFoundError(paper_id)
         return paper
 
     def _prepare(

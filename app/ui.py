@@ -19,7 +19,7 @@ from app.service import QAService
 from core.errors import AQAError
 from core.models import Answer, IndexStats, Source
 from core.settings import Settings, get_settings
-from core.text import author_keys, author_query_key, fingerprint
+from core.text import fingerprint, same_author
 from store.index import Index
 
 # Characters Markdown (and Streamlit's $...$ math) would interpret, as HTML entities: entities are
@@ -161,15 +161,19 @@ def preload() -> float | None:
 
 
 @st.cache_data(ttl=30, show_spinner=False)
-def _stats(_settings: Settings, cache_key: str) -> IndexStats | None:
+def _stats(_settings: Settings, cache_key: str) -> IndexStats:
+    return Index(_settings).stats()
+
+
+def stats(current: Settings) -> IndexStats:
+    """What the index holds (no papers yet is not an error); a Chroma server that cannot be
+    reached stops the page with its message, never as "the index is empty"."""
     try:
-        return Index(_settings).stats()
-    except AQAError:
-        return None
-
-
-def stats(current: Settings) -> IndexStats | None:
-    return _stats(current, cache_key(current))
+        return _stats(current, cache_key(current))
+    except AQAError as exc:
+        st.error(str(exc))
+        st.stop()
+        raise
 
 
 def provider_label(current: Settings) -> tuple[str, bool]:
@@ -187,10 +191,7 @@ def provider_label(current: Settings) -> tuple[str, bool]:
 
 def matching_authors(service: QAService, typed: str) -> list[str]:
     """The index's authors a typed name matches (as the author filter would)."""
-    key = author_query_key(typed)
-    if key is None:
-        return []
-    return [n for n in service.retriever.author_names() if key in author_keys(n)]
+    return [n for n in service.retriever.author_names() if same_author(typed, n)]
 
 
 def filter_buttons(answer: Answer, key: str) -> None:

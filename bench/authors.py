@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from app.service import QAService  # noqa: E402
 from core.models import Filters  # noqa: E402
-from core.text import author_keys, author_query_key, name_tokens  # noqa: E402
+from core.text import name_tokens, same_author  # noqa: E402
 
 
 def variant(name: str, i: int) -> tuple[str, str]:
@@ -64,11 +64,10 @@ def main() -> None:
         t = time.perf_counter()
         answer = service.ask(question)
         ask_times.append(time.perf_counter() - t)
-        key = author_query_key(named)
         first += bool(answer.sources) and answer.sources[0].paper_id == record["id"]
         for source in answer.sources:
             returned += 1
-            listed += any(key in author_keys(a) for a in source.authors)
+            listed += any(same_author(named, a) for a in source.authors)
     retriever = service.retriever
     lat: dict[str, list[float]] = {"author filter": [], "year+venue filter": []}
     for record in chosen:

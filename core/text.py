@@ -10,6 +10,7 @@ import hashlib
 import logging
 import re
 import unicodedata
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -229,28 +230,52 @@ def name_tokens(name: str) -> list[str]:
     return re.findall(r"[^\W\d_]+", bare)
 
 
-def author_keys(name: str) -> set[str]:
-    """The keys an indexed author is found by: the surname ("levine"), and the first initial
-    with the surname ("s levine"), so "Sergey Levine", "S. Levine" and "levine" all match."""
-    words = name_tokens(name)
-    if not words:
-        return set()
-    keys = {words[-1]}
-    if len(words) > 1:
-        keys.add(f"{words[0][0]} {words[-1]}")
-    return keys
+def _name_words(name: str) -> list[list[str]]:
+    """A name's words, each as its letter runs, accents and case dropped: "C.-L. Li" ->
+    [["c", "l"], ["li"]], "Chun-Liang Li" -> [["chun", "liang"], ["li"]]."""
+    decomposed = unicodedata.normalize("NFKD", name)
+    bare = "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
+    words = (re.findall(r"[^\W\d_]+", w) for w in re.split(r"[\s.]+(?=[^\W\d_])", bare))
+    return [w for w in words if w]
 
 
-def author_query_key(name: str) -> str | None:
-    """The key a name as typed is looked up by: the initial and surname when a first name or
-    initial is given ("B. Schölkopf", "Bernhard Scholkopf"), else the surname alone."""
+def author_key(name: str) -> str | None:
+    """The key an author is indexed and looked up by: the surname ("levine")."""
     words = name_tokens(name)
-    if not words:
-        return None
-    given = [w for w in words[:-1] if w not in _PARTICLES]
-    if not given:
-        return words[-1]
-    return f"{given[0][0]} {words[-1]}"
+    return words[-1] if words else None
+
+
+def _first_name(name: str) -> list[str]:
+    """The parts of the first given name ("Chun-Liang" -> ["chun", "liang"]; none for a
+    surname alone); particles ("van", "de") are not given names."""
+    words = _name_words(name)
+    given = [w for w in words[:-1] if not (len(w) == 1 and w[0] in _PARTICLES)]
+    return given[0] if given else []
+
+
+def same_author(typed: str, indexed: str) -> bool:
+    """Whether a name as typed can be this indexed author: the same surname, and a compatible
+    first name (the same, one the initial of the other, or one a prefix of the other, as Greg
+    and Gregory); middle names are not compared. "Furong Huang" is not Feihu Huang."""
+    key = author_key(typed)
+    if key is None or key != author_key(indexed):
+        return False
+    a, b = _first_name(typed), _first_name(indexed)
+    if not a or not b:
+        return True
+    if any(len(part) == 1 for part in a + b):  # initials: "C.-L." against "Chun-Liang"
+        x, y = "".join(p[0] for p in a), "".join(p[0] for p in b)
+        return x[: len(y)] == y[: len(x)]
+    x, y = "".join(a), "".join(b)
+    return x.startswith(y) or y.startswith(x)
+
+
+def matching_authors(typed: str, by_key: Mapping[str, Iterable[str]]) -> list[str]:
+    """The indexed names (``by_key``: surname key to names) that a typed name can be."""
+    key = author_key(typed)
+    if key is None:
+        return []
+    return [name for name in by_key.get(key, ()) if same_author(typed, name)]
 
 
 # A sentence ends at . ! ? (optionally followed by a closing quote or bracket) and whitespace,

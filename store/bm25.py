@@ -22,7 +22,7 @@ import bm25s
 import numpy as np
 
 from core.models import Filters
-from core.text import author_keys, author_query_key
+from core.text import author_key, same_author
 from core.tokens import WORDS_VERSION, words
 from store.records import StoredChunk
 
@@ -84,15 +84,19 @@ class BM25Index:
         }
 
     @cached_property
-    def author_rows(self) -> dict[str, np.ndarray]:
-        """Rows of the chunks of each author key ("levine", "s levine"): the author filter is
-        a union of these, as fast as the other facets."""
-        rows: dict[str, list[int]] = {}
+    def author_rows(self) -> dict[str, dict[str, np.ndarray]]:
+        """Rows of the chunks of each author, by surname key ("levine") and then by the name as
+        the corpus writes it: the author filter is a union of these, as fast as the other
+        facets."""
+        rows: dict[str, dict[str, list[int]]] = {}
         for i, names in enumerate(self.facets["authors"]):
             for name in names:
-                for key in author_keys(name):
-                    rows.setdefault(key, []).append(i)
-        return {key: np.unique(np.asarray(r, dtype=np.int64)) for key, r in rows.items()}
+                if (key := author_key(name)) is not None:
+                    rows.setdefault(key, {}).setdefault(name, []).append(i)
+        return {
+            key: {name: np.unique(np.asarray(r, dtype=np.int64)) for name, r in named.items()}
+            for key, named in rows.items()
+        }
 
     @cached_property
     def author_names(self) -> list[str]:
@@ -125,10 +129,10 @@ class BM25Index:
                 keep &= np.isin(facets[name], [w.casefold() for w in wanted])
         if filters.authors:
             by_author = np.zeros(len(years), dtype=bool)
-            for name in filters.authors:
-                key = author_query_key(name)
-                if key is not None and key in self.author_rows:
-                    by_author[self.author_rows[key]] = True
+            for typed in filters.authors:
+                for name, rows in self.author_rows.get(author_key(typed) or "", {}).items():
+                    if same_author(typed, name):
+                        by_author[rows] = True
             keep &= by_author
         return keep
 

@@ -6,16 +6,20 @@ returns is ours: `StoredChunk` records, ids, similarities.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any
+import functools
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, ParamSpec, TypeVar
 
 import chromadb
+import httpx
 import numpy as np
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 from chromadb.config import Settings as ChromaSettings
+from chromadb.errors import NotFoundError
 
-from core.errors import ConfigError, IndexMismatchError
+from core.errors import ConfigError, IndexMismatchError, StoreUnreachableError
 from core.models import Filters, ModelSpec
 from core.settings import Settings
 from store.records import StoredChunk
@@ -26,12 +30,51 @@ GENERATION_KEY = "aqa_generation"
 _PAGE = 5000
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def unreachable(host: str, port: int, reason: object) -> StoreUnreachableError:
+    return StoreUnreachableError(
+        f"Cannot reach the Chroma server at {host}:{port} ({reason}). Start it with "
+        f"`chroma run --path DIR --port {port}`, check AQA_CHROMA_HOST and AQA_CHROMA_PORT, "
+        "or unset AQA_CHROMA_HOST to use the embedded index."
+    )
+
+
+@contextmanager
+def reaching(client: ClientAPI) -> Iterator[None]:
+    """A Chroma server that stops answering is told as such, never as "no collection"."""
+    try:
+        yield
+    except httpx.TransportError as exc:
+        host, port = address(client)
+        raise unreachable(host, port, exc) from exc
+
+
+def address(client: ClientAPI) -> tuple[str, int]:
+    """The host and port of a server's client (set by `open_client`)."""
+    return getattr(client, "aqa_address", ("?", 0))
+
+
+def _reached(method: Callable[P, R]) -> Callable[P, R]:
+    """`reaching` around a `ChunkCollection` method."""
+
+    @functools.wraps(method)
+    def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
+        collection: ChunkCollection = args[0]  # type: ignore[assignment]
+        with reaching(collection.client):
+            return method(*args, **kwargs)
+
+    return guarded
+
+
 def open_client(settings: Settings) -> ClientAPI:
     """Embedded Chroma under data_dir, or the Chroma server named by AQA_CHROMA_HOST."""
     chroma_settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
     if settings.chroma_host:
         try:
-            return chromadb.HttpClient(
+            client = chromadb.HttpClient(
                 host=settings.chroma_host,
                 port=settings.chroma_port,
                 ssl=settings.chroma_ssl,
@@ -45,11 +88,9 @@ def open_client(settings: Settings) -> ClientAPI:
                     f"the request: set AQA_CHROMA_TOKEN to its token (sent in the "
                     f"{settings.chroma_auth_header} header; AQA_CHROMA_AUTH_HEADER changes it)."
                 ) from None
-            raise ConfigError(
-                f"Cannot reach the Chroma server at {settings.chroma_host}:{settings.chroma_port} "
-                f"({exc}). Start it with `chroma run --path DIR --port {settings.chroma_port}` "
-                "or unset AQA_CHROMA_HOST to use the embedded index."
-            ) from exc
+            raise unreachable(settings.chroma_host, settings.chroma_port, exc) from exc
+        client.aqa_address = (settings.chroma_host, settings.chroma_port)  # type: ignore[attr-defined]
+        return client
     settings.chroma_dir.mkdir(parents=True, exist_ok=True)
     return chromadb.PersistentClient(path=str(settings.chroma_dir), settings=chroma_settings)
 
@@ -82,9 +123,10 @@ def where(filters: Filters) -> dict[str, Any] | None:
 class ChunkCollection:
     """One Chroma collection of chunks, as records."""
 
-    def __init__(self, collection: Collection, batch_size: int) -> None:
+    def __init__(self, collection: Collection, batch_size: int, client: ClientAPI) -> None:
         self._col = collection
         self.batch_size = batch_size
+        self.client = client
 
     # --- the collection's own metadata: model and write generation ---------------------------
     @property
@@ -109,12 +151,14 @@ class ChunkCollection:
         """Changes first in every write session (see `store.index`)."""
         return str((self._col.metadata or {}).get(GENERATION_KEY, ""))
 
+    @_reached
     def set_generation(self, generation: str) -> None:
         meta = dict(self._col.metadata or {})
         meta[GENERATION_KEY] = generation
         self._col.modify(metadata=meta)
 
     # --- reading -----------------------------------------------------------------------------
+    @_reached
     def count(self) -> int:
         return self._col.count()
 
@@ -128,7 +172,8 @@ class ChunkCollection:
         include += ["embeddings"] if vectors else []
         offset = 0
         while True:
-            page = self._col.get(include=include, limit=_PAGE, offset=offset)
+            with reaching(self.client):
+                page = self._col.get(include=include, limit=_PAGE, offset=offset)
             ids = page["ids"]
             if not ids:
                 return
@@ -142,6 +187,7 @@ class ChunkCollection:
                 yield record, (None if vector is None else np.asarray(vector, dtype=np.float32))
             offset += len(ids)
 
+    @_reached
     def get(self, ids: Sequence[str]) -> dict[str, StoredChunk]:
         """The chunks with these ids that exist, text included, by id."""
         if not ids:
@@ -154,6 +200,7 @@ class ChunkCollection:
             )
         }
 
+    @_reached
     def of_paper(self, paper_id: str) -> list[StoredChunk]:
         """A paper's chunks, text included, in order."""
         got = self._col.get(where={"paper_id": paper_id}, include=["metadatas", "documents"])
@@ -165,6 +212,7 @@ class ChunkCollection:
         ]
         return sorted(records, key=lambda r: r.index)
 
+    @_reached
     def nearest(
         self, vector: np.ndarray, n: int, filters: Filters | None = None
     ) -> tuple[list[str], list[float]]:
@@ -183,6 +231,7 @@ class ChunkCollection:
         for i in range(0, len(items), self.batch_size):
             yield items[i : i + self.batch_size]
 
+    @_reached
     def upsert(self, records: Sequence[StoredChunk], vectors: Sequence[Sequence[float]]) -> None:
         for part in self._batches(list(zip(records, vectors, strict=True))):
             rows = [record.to_store() for record, _ in part]
@@ -193,12 +242,14 @@ class ChunkCollection:
                 metadatas=[meta for _, _, meta in rows],
             )
 
+    @_reached
     def update(self, records: Sequence[StoredChunk]) -> None:
         """New metadata for chunks whose text is unchanged."""
         for part in self._batches(records):
             rows = [record.to_store() for record in part]
             self._col.update(ids=[cid for cid, _, _ in rows], metadatas=[m for _, _, m in rows])
 
+    @_reached
     def delete(self, ids: Sequence[str]) -> None:
         for part in self._batches(ids):
             self._col.delete(ids=list(part))
@@ -215,22 +266,25 @@ def open_collection(
     if create:
         if spec is None:
             raise ValueError("creating a collection needs the model spec")
-        col = client.get_or_create_collection(
-            name,
-            metadata={MODEL_KEY: spec.name, DIM_KEY: spec.dim, GENERATION_KEY: "new"},
-            configuration={"hnsw": {"space": "cosine"}},
-            embedding_function=None,
-        )
+        with reaching(client):
+            col = client.get_or_create_collection(
+                name,
+                metadata={MODEL_KEY: spec.name, DIM_KEY: spec.dim, GENERATION_KEY: "new"},
+                configuration={"hnsw": {"space": "cosine"}},
+                embedding_function=None,
+            )
     else:
         try:
-            col = client.get_collection(name, embedding_function=None)
-        except Exception:  # chroma raises NotFoundError / ValueError by version
+            with reaching(client):
+                col = client.get_collection(name, embedding_function=None)
+        except (NotFoundError, ValueError):  # ValueError: chroma's "does not exist" before 1.0
             return None
-    return ChunkCollection(col, batch_size)
+    return ChunkCollection(col, batch_size, client)
 
 
 def delete_collection(client: ClientAPI, name: str) -> None:
     try:
-        client.delete_collection(name)
-    except Exception:  # none to delete: chroma raises NotFoundError / ValueError by version
+        with reaching(client):
+            client.delete_collection(name)
+    except (NotFoundError, ValueError):  # none to delete
         return

@@ -29,11 +29,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.errors import EmptyIndexError
+from core.errors import EmptyIndexError, IndexNotFoundError
 from core.models import IndexStats, ModelSpec, Paper
 from core.settings import Settings
 from store.bm25 import BM25Index
-from store.chroma import ChunkCollection, delete_collection, open_client, open_collection
+from store.chroma import (
+    ChunkCollection,
+    delete_collection,
+    open_client,
+    open_collection,
+    reaching,
+)
 from store.records import StoredChunk, stitch
 
 WRITING = "w-"
@@ -92,7 +98,8 @@ class Index:
     def chunks(self, spec: ModelSpec | None = None, create: bool = False) -> ChunkCollection | None:
         """The collection (None when there is none); with ``spec``, one built by that model."""
         if self._batch_size is None:
-            self._batch_size = self.client.get_max_batch_size()
+            with reaching(self.client):
+                self._batch_size = self.client.get_max_batch_size()
         chunks = open_collection(
             self.client, self.settings.collection, self._batch_size, spec, create
         )
@@ -108,12 +115,17 @@ class Index:
         serving while a fresh one is built once in the background (see the module's docstring);
         a question waits only when there is nothing older to serve."""
         chunks = self.chunks(spec)
-        if chunks is None or chunks.count() == 0:
-            raise EmptyIndexError(
-                f"The index in {self.where()} is empty. Add papers with "
-                "`abstract-qa ingest PATH` (the bundled sample: `make run` or "
-                "`abstract-qa ingest --sample`)."
+        add = (
+            "Add papers with `abstract-qa ingest PATH` (the bundled sample: `make run` or "
+            "`abstract-qa ingest --sample`)."
+        )
+        if chunks is None:
+            raise IndexNotFoundError(
+                f"There is no index {self.settings.collection!r} in {self.where()} yet. {add} "
+                "If you indexed under another name, set AQA_COLLECTION to it."
             )
+        if chunks.count() == 0:
+            raise EmptyIndexError(f"The index in {self.where()} is empty. {add}")
         generation = chunks.generation
         with self._lock:
             if self._cached is None or self._cached.generation != generation:

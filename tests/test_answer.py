@@ -11,7 +11,7 @@ import pytest
 from app.answer import CANNOT_ANSWER, check_citations, format_sources
 from app.prompts import load_prompt
 from app.service import QAService
-from core.errors import ConfigError, EmptyIndexError, InputError
+from core.errors import ConfigError, EmptyIndexError, IndexNotFoundError, InputError
 from core.models import Answer, Filters, Source
 from core.tokens import count_tokens
 from tests.conftest import assert_citations_real, paper_id_containing
@@ -262,8 +262,12 @@ def test_bad_questions_and_an_empty_index_give_clear_errors(
 ) -> None:
     with pytest.raises(InputError, match="empty"):
         sample_service.ask("   ")
-    with pytest.raises(EmptyIndexError, match="abstract-qa ingest"):
-        QAService(settings).ask("anything")
+    fresh = QAService(settings)
+    with pytest.raises(IndexNotFoundError, match=r"no index 'abstracts'.*abstract-qa ingest"):
+        fresh.ask("anything")
+    fresh.retriever.index.chunks(fresh.embedder.spec, create=True)  # a collection, no papers
+    with pytest.raises(EmptyIndexError, match=r"is empty.*abstract-qa ingest"):
+        fresh.ask("anything")
 
 
 def test_invalid_citations_are_removed_and_reported() -> None:

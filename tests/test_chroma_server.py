@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import subprocess
 import sys
@@ -18,11 +19,12 @@ import pytest
 from pydantic import SecretStr
 
 from app.service import QAService
-from core.errors import ConfigError
+from core.errors import ConfigError, IndexNotFoundError, StoreUnreachableError
 from core.settings import Settings
 from ingest.pipeline import ingest
 from store.index import Index
 from tests.conftest import (
+    EXE,
     ROOT,
     SAMPLE,
     SHARED_CORPUS,
@@ -209,3 +211,45 @@ def test_a_token_reaches_a_chroma_server_that_checks_it(chroma_port: int, tmp_pa
         assert "chroma-secret-token" not in repr(settings)  # a secret is never printed
     finally:
         proxy.shutdown()
+
+
+def test_a_chroma_server_that_goes_away_is_told_apart_from_a_missing_or_empty_index(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    store = tmp_path / "store"
+    command = [str(CHROMA), "run", "--path", str(store), "--host", "127.0.0.1", "--port", str(port)]
+    corpus = tmp_path / "three.jsonl"
+    corpus.write_text(
+        "".join(
+            json.dumps({"id": f"p{i}", "title": f"Paper {i}", "abstract": text}) + "\n"
+            for i, text in enumerate(
+                [
+                    "We propose DASHA, a family of methods for distributed optimization.",
+                    "Knowledge distillation moves an ensemble's accuracy into one network.",
+                    "Dynamic time warping is made differentiable by bi-level optimisation.",
+                ]
+            )
+        )
+    )
+    settings = server_settings(port, tmp_path / "data", "went-away")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AQA_", "OPENAI_"))}
+    env |= {"AQA_DATA_DIR": str(tmp_path / "data"), "AQA_CHROMA_HOST": "127.0.0.1",
+            "AQA_CHROMA_PORT": str(port), "AQA_COLLECTION": "went-away"}  # fmt: skip
+    with serve(command, f"http://127.0.0.1:{port}/api/v2/heartbeat", tmp_path / "chroma.log"):
+        with pytest.raises(IndexNotFoundError, match="no index 'went-away'"):
+            QAService(settings).ask("What is DASHA?")
+        ingest([corpus], settings)
+        service = QAService(settings)
+        assert "DASHA" in service.ask("What is DASHA?").answer
+    # the server is gone now, after the service started
+    with pytest.raises(StoreUnreachableError, match=f"Chroma server at 127.0.0.1:{port}"):
+        service.ask("What is knowledge distillation?")
+    with pytest.raises(StoreUnreachableError, match=f"127.0.0.1:{port}"):
+        Index(settings).stats()
+    cli = subprocess.run(
+        [str(EXE), "ask", "What is DASHA?"],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300,
+    )  # fmt: skip
+    assert cli.returncode == StoreUnreachableError.exit_code, cli.stderr
+    assert f"127.0.0.1:{port}" in cli.stderr and "empty" not in cli.stderr

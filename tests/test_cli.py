@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from core.errors import ConfigError
 from tests.conftest import EXE, ROOT, SAMPLE
 
 
@@ -55,7 +56,7 @@ def test_nothing_readable_exits_non_zero_with_reasons(tmp_path: Path) -> None:
 
 def test_a_misspelt_setting_is_one_clear_line(tmp_path: Path) -> None:
     result = run("stats", AQA_DATA_DIRR=str(tmp_path))
-    assert result.returncode == 2
+    assert result.returncode == ConfigError.exit_code
     assert "AQA_DATA_DIRR" in result.stderr and "AQA_DATA_DIR" in result.stderr
     assert "Traceback" not in result.stderr
 

@@ -38,7 +38,9 @@ def test_filters_read_from_the_question(question: str, expected: Filters, rest: 
 
 
 def test_explicit_filters_win_and_a_removed_filter_is_forgotten() -> None:
-    parsed, _ = parse_filters("ICLR 2024 papers by Levine", VENUES, YEARS, {"levine": [0]})
+    parsed, _ = parse_filters(
+        "ICLR 2024 papers by Levine", VENUES, YEARS, {"levine": ["Sergey Levine"]}
+    )
     merged = Filters(year_from=2020).merged_over(parsed)
     assert (merged.year_from, merged.year_to, merged.venues) == (2020, None, ["ICLR"])
     assert merged.authors == ["Levine"] and merged.from_question == ["venues", "authors"]

@@ -24,11 +24,11 @@ with st.sidebar:
         st.session_state.messages = []
     st.subheader("Retrieval")
     k = st.slider("Papers per answer (top-k)", 1, 20, settings.top_k, key="top_k")
-    years = sorted(int(y) for y in (stats.years if stats else {}) if y.isdigit())
+    years = sorted(int(y) for y in stats.years if y.isdigit())
     year_range: tuple[int, int] | None = None
     if len(years) > 1:
         year_range = st.slider("Years", years[0], years[-1], (years[0], years[-1]), key="years")
-    venues = st.multiselect("Venues", sorted(stats.venues) if stats else [], key="venues")
+    venues = st.multiselect("Venues", sorted(stats.venues), key="venues")
     author = st.text_input("Author", placeholder="e.g. B. Schölkopf", key="author").strip()
     if author:
         matches = ui.matching_authors(service, author)
@@ -43,7 +43,7 @@ with st.sidebar:
             unsafe_allow_html=True,
         )
     st.subheader("Corpus")
-    if stats:
+    if stats.papers:
         a, b = st.columns(2)
         a.metric("Papers", f"{stats.papers:,}")
         b.metric("Chunks", f"{stats.chunks:,}")
@@ -56,7 +56,7 @@ with st.sidebar:
         st.caption(f"Embeddings: {stats.embedding_model or 'none yet'}")
 
 st.title("Ask the abstracts")
-if stats is None or stats.papers == 0:
+if stats.papers == 0:
     st.warning(
         "The index is empty. Add papers on the **Add papers** page, or run "
         "`abstract-qa ingest --sample` (what `make run` does on first start).",
