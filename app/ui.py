@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from app.llm import answers_off_machine
 from app.llm.base import resolve_llm
 from app.service import QAService
 from core.errors import AQAError
@@ -185,8 +186,7 @@ def provider_label(current: Settings) -> tuple[str, bool]:
         name = current.llm_model_path.name if current.llm_model_path else "?"
         return f"llama.cpp: {name}", True
     where = current.openai_base_url or "api.openai.com"
-    local = bool(re.match(r"https?://(localhost|127\.|\[::1\])", where))
-    return f"openai: {current.llm_model} at {where}", local
+    return f"openai: {current.llm_model} at {where}", not answers_off_machine(current)
 
 
 def matching_authors(service: QAService, typed: str) -> list[str]:

@@ -3,6 +3,9 @@ a provider module, so the core never depends on a vendor."""
 
 from __future__ import annotations
 
+from ipaddress import ip_address
+from urllib.parse import urlsplit
+
 from app.llm.base import Provider, resolve_llm
 from core.settings import Settings
 from ingest.embed import Embedder
@@ -23,4 +26,28 @@ def get_provider(settings: Settings, embedder: Embedder) -> Provider:
     return LlamaCppProvider(settings)
 
 
-__all__ = ["Provider", "get_provider", "resolve_llm"]
+def _off_machine(base_url: str | None) -> bool:
+    """Whether an OpenAI-compatible endpoint is on another machine: api.openai.com (no base
+    URL), or a base URL whose host is not loopback."""
+    if not base_url:
+        return True  # api.openai.com
+    host = urlsplit(base_url).hostname or ""
+    if host == "localhost" or host.endswith(".localhost"):
+        return False
+    try:
+        return not ip_address(host).is_loopback
+    except ValueError:  # a name other than localhost: assume it resolves elsewhere
+        return True
+
+
+def answers_off_machine(settings: Settings) -> bool:
+    """Whether answering sends the question and its sources to a model on another machine."""
+    return resolve_llm(settings) == "openai" and _off_machine(settings.openai_base_url)
+
+
+def embeds_off_machine(settings: Settings) -> bool:
+    """Whether a search sends the question to an embedding model on another machine."""
+    return settings.embeddings == "openai" and _off_machine(settings.openai_base_url)
+
+
+__all__ = ["Provider", "answers_off_machine", "embeds_off_machine", "get_provider", "resolve_llm"]
