@@ -3,32 +3,50 @@
 Loopback by default. Ingest over HTTP needs the bearer token of AQA_API_TOKEN when one is set,
 and is refused when the server listens beyond loopback without one. Bodies over
 AQA_API_MAX_UPLOAD_MB and questions over AQA_MAX_QUESTION_CHARS get a 413 or 422 that says so.
-OpenAPI docs are at /docs.
+Every error answers with an `ErrorBody` (``detail``, the message; ``error``, a stable code),
+but a 422, which keeps FastAPI's validation shape; the OpenAPI schema (/docs) lists each route's
+statuses and codes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import ipaddress
 import json
 import secrets
 import shutil
+import sys
 import tempfile
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
+from functools import cache
+from itertools import chain, groupby
 from pathlib import Path, PurePath
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from fastapi import Depends, FastAPI, File, HTTPException, Query, Request, UploadFile
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, Strict, WithJsonSchema, field_validator
 from sse_starlette.sse import EventSourceResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.service import QAService
-from core.errors import AQAError, ConfigError, EmptyIndexError, InputError, ProviderError
+from core.errors import (
+    ERRORS,
+    AQAError,
+    ConfigError,
+    IndexMismatchError,
+    InputError,
+    PaperNotFoundError,
+    ProviderError,
+    StoreError,
+    StoreUnreachableError,
+)
 from core.models import Answer, IndexStats, IngestReport, Mode, Paper, Source
 from core.settings import Settings, get_settings
 
@@ -36,10 +54,16 @@ from core.settings import Settings, get_settings
 class AskRequest(BaseModel):
     """A question and the options of `QAService.stream`."""
 
-    model_config = {"extra": "forbid"}
+    # strict: a boolean is not a year nor a k, a number is not a string. FastAPI validates the
+    # parsed JSON in Python mode, where a JSON array is a list: a turn's pair takes one as well.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
-    question: str = Field(min_length=1, description="The question, in words.")
-    history: list[tuple[str, str]] = Field(
+    question: str = Field(
+        min_length=1,
+        description="The question, in words: at least one printable character that is not a "
+        "space (else a 400), at most AQA_MAX_QUESTION_CHARS characters (else a 422).",
+    )
+    history: list[Annotated[tuple[str, str], Strict(False)]] = Field(
         default_factory=list, description="Earlier (question, answer) turns, oldest first."
     )
     k: int | None = Field(default=None, ge=1, le=100, description="Papers to retrieve.")
@@ -53,8 +77,114 @@ class AskRequest(BaseModel):
     )
     mode: Mode = Field(default="hybrid", description="How retrieval ranks.")
 
+    @field_validator("k", "year_from", "year_to", mode="before")
+    @classmethod
+    def _whole(cls, value: object) -> object:
+        """58.0 as the integer 58, as JSON Schema reads it (a strict int takes no float)."""
+        return int(value) if isinstance(value, float) and value.is_integer() else value
+
     def options(self) -> dict[str, Any]:
         return self.model_dump(exclude={"question"})
+
+
+class ErrorBody(BaseModel):
+    """The body of every error response but a 422 (FastAPI's validation shape)."""
+
+    detail: str = Field(description="What went wrong, and what to do about it.")
+    error: str = Field(description="A stable code: each status lists the ones it carries.")
+
+
+class APIError(HTTPException):
+    """A refusal of the HTTP layer itself (the library's failures are `AQAError`s), answered
+    with an `ErrorBody` as they are; each kind names its ``code`` and ``http_status``."""
+
+    code: ClassVar[str]
+    http_status: ClassVar[int]
+
+    def __init__(self, detail: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(self.http_status, detail, headers)
+
+
+class Unauthorized(APIError):
+    """The bearer token of AQA_API_TOKEN is missing or wrong."""
+
+    code = "unauthorized"
+    http_status = 401
+
+
+class IngestOff(APIError):
+    """Ingest over HTTP is off: the server listens beyond loopback without AQA_API_TOKEN."""
+
+    code = "ingest_off"
+    http_status = 403
+
+
+class BodyTooLarge(APIError):
+    """The request body is over AQA_API_MAX_UPLOAD_MB."""
+
+    code = "body_too_large"
+    http_status = 413
+
+
+class FrameworkError(APIError):
+    """FastAPI's own refusal: a body it cannot parse (or an unknown path, 404, or method, 405)."""
+
+    code = "http_error"
+    http_status = 400
+
+
+Documented = type[AQAError] | type[APIError]
+INDEX: tuple[Documented, ...] = (
+    *(error for error in ERRORS if issubclass(error, StoreError)),
+    ConfigError,  # a setting the store or the embedding model cannot work with
+)
+"""What a route that opens the index may meet."""
+BODY: tuple[Documented, ...] = (FrameworkError, BodyTooLarge)
+"""What a route that reads a body may meet, besides a 422."""
+
+
+def described(error: Documented) -> str:
+    return " ".join((inspect.getdoc(error) or "").split())
+
+
+def responses(*errors: Documented) -> dict[int | str, dict[str, Any]]:
+    """A route's OpenAPI `responses` for ``errors``: an `ErrorBody` per status, described by
+    the code and docstring of each error answered with it."""
+    by_status: dict[int, list[Documented]] = {}
+    for error in errors:
+        by_status.setdefault(error.http_status, []).append(error)
+    return {
+        status: {
+            "model": ErrorBody,
+            "description": "\n".join(f"- `{e.code}`: {described(e)}" for e in kinds),
+        }
+        for status, kinds in sorted(by_status.items())
+    }
+
+
+@cache
+def printable_class() -> str:
+    """A regex class of the characters `clean_question` keeps (Python's printable ones, spaces
+    aside), as ranges of literal characters: the one spelling of every code point that Python's,
+    Rust's and ECMAScript's regexes share."""
+
+    def literal(code: int) -> str:
+        return "\\" + chr(code) if chr(code) in "\\[]^-" else chr(code)
+
+    def kept(code: int) -> bool:
+        return chr(code).isprintable() and not chr(code).isspace()
+
+    def span(run: list[int]) -> str:
+        return literal(run[0]) if len(run) == 1 else f"{literal(run[0])}-{literal(run[-1])}"
+
+    runs = (list(run) for keep, run in groupby(range(sys.maxunicode + 1), kept) if keep)
+    return "[" + "".join(span(run) for run in runs) + "]"
+
+
+def error_response(
+    status: int, code: str, detail: str, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(ErrorBody(detail=detail, error=code).model_dump(), status, headers)
 
 
 def is_loopback(host: str) -> bool:
@@ -96,10 +226,11 @@ class BodyLimit:
             await self._refuse(send)
 
     async def _refuse(self, send: Send) -> None:
-        mb = self.limit / 1e6
-        response = JSONResponse(
-            {"detail": f"The request body is over {mb:g} MB: send less, or raise "
-             "AQA_API_MAX_UPLOAD_MB."}, status_code=413)  # fmt: skip
+        detail = (
+            f"The request body is over {self.limit / 1e6:g} MB: send less, or raise "
+            "AQA_API_MAX_UPLOAD_MB."
+        )
+        response = error_response(BodyTooLarge.http_status, BodyTooLarge.code, detail)
         await response({"type": "http"}, _no_body, send)
 
 
@@ -114,8 +245,39 @@ async def _no_body() -> Message:
 # module level: FastAPI reads these annotations as strings, in the module's namespace
 BEARER = HTTPBearer(auto_error=False)
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)]
-Uploads = Annotated[list[UploadFile], File(description="Corpus files to read.")]
-STATUS = {InputError: 400, EmptyIndexError: 409, ProviderError: 502, ConfigError: 500}
+# `format: binary` beside OpenAPI 3.1's content type: older tools, and schemathesis' negative
+# cases, take only it for "any bytes" (a file cannot have the wrong JSON type)
+BINARY = {"type": "string", "format": "binary", "contentMediaType": "application/octet-stream"}
+Upload = Annotated[UploadFile, WithJsonSchema(BINARY)]
+Uploads = Annotated[list[Upload], File(min_length=1, description="Corpus files to read.")]
+
+
+def write_guard(settings: Settings) -> tuple[list[Any], tuple[Documented, ...]]:
+    """Ingest's dependencies and the refusals they document: the bearer token when one is set
+    (only then does the schema declare the scheme), none on loopback without one, and ingest
+    off beyond loopback without one."""
+    if settings.api_token is not None:
+        expected = settings.api_token.get_secret_value().encode()
+
+        def token_given(credentials: Credentials) -> None:
+            given = credentials.credentials.encode() if credentials is not None else b""
+            if not secrets.compare_digest(given, expected):
+                raise Unauthorized(
+                    "Send the token of AQA_API_TOKEN as 'Authorization: Bearer TOKEN'.",
+                    {"WWW-Authenticate": "Bearer"},
+                )
+
+        return [Depends(token_given)], (Unauthorized,)
+    if is_loopback(settings.api_host):
+        return [], ()
+
+    def ingest_off() -> None:
+        raise IngestOff(
+            "Ingest over HTTP is off: this server listens beyond loopback without a token. "
+            "Set AQA_API_TOKEN and restart."
+        )
+
+    return [Depends(ingest_off)], (IngestOff,)
 
 
 def create_app(
@@ -125,7 +287,7 @@ def create_app(
     the index load while the server starts, so the first answer is as fast as the next."""
     settings = get_settings(settings)
     qa = service or QAService(settings)
-    writes_open = settings.api_token is not None or is_loopback(settings.api_host)
+    guard, refusals = write_guard(settings)
     ingest_lock = threading.Lock()
 
     @asynccontextmanager
@@ -142,68 +304,57 @@ def create_app(
 
     @api.exception_handler(AQAError)
     async def library_error(_: Request, exc: AQAError) -> JSONResponse:
-        status = next((code for kind, code in STATUS.items() if isinstance(exc, kind)), 500)
-        if isinstance(exc, InputError) and str(exc).startswith("No paper with id"):
-            status = 404
-        return JSONResponse({"detail": str(exc)}, status_code=status)
+        return error_response(exc.http_status, exc.code, str(exc))
+
+    @api.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = exc.code if isinstance(exc, APIError) else FrameworkError.code
+        return error_response(exc.status_code, code, exc.detail, exc.headers)
 
     def check(request: AskRequest) -> None:
         if len(request.question) > settings.max_question_chars:
-            raise HTTPException(
-                422,
-                detail=[{"loc": ["body", "question"], "type": "too_long",
-                         "msg": f"The question is {len(request.question)} characters; the "
-                         f"limit is {settings.max_question_chars} (AQA_MAX_QUESTION_CHARS)."}],
+            raise RequestValidationError(
+                [{"loc": ("body", "question"), "type": "too_long",
+                  "msg": f"The question is {len(request.question)} characters; the limit is "
+                  f"{settings.max_question_chars} (AQA_MAX_QUESTION_CHARS)."}]
             )  # fmt: skip
 
-    def may_write(credentials: Credentials) -> None:
-        if not writes_open:
-            raise HTTPException(
-                403,
-                "Ingest over HTTP is off: this server listens beyond loopback without a token. "
-                "Set AQA_API_TOKEN and restart.",
-            )
-        token = settings.api_token
-        if token is None:
-            return
-        given = credentials.credentials if credentials is not None else ""
-        if not secrets.compare_digest(given.encode(), token.get_secret_value().encode()):
-            raise HTTPException(
-                401,
-                "Send the token of AQA_API_TOKEN as 'Authorization: Bearer TOKEN'.",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
+    asking = responses(InputError, *INDEX, ProviderError, *BODY)
 
     @api.get("/health")
     def health() -> dict[str, str]:
         """Answers once the model and the index are loaded."""
         return {"status": "ok"}
 
-    @api.post("/ask")
+    @api.post("/ask", responses=asking)
     def ask(request: AskRequest) -> Answer:
         """The answer, with its citations checked against its sources."""
         check(request)
         return qa.ask(request.question, **request.options())
 
-    @api.post("/ask/stream", response_class=EventSourceResponse)
+    @api.post("/ask/stream", response_class=EventSourceResponse, responses=asking)
     def ask_stream(request: AskRequest) -> EventSourceResponse:
         """Server-sent events: `piece` (answer text as it is written), then `answer` (the
-        whole `Answer` as JSON); `error` instead if the question fails."""
+        whole `Answer` as JSON). A failure before the first piece answers with its status, as
+        /ask does; one after it, with an `error` event (an `ErrorBody` as JSON)."""
         check(request)
+        stream = qa.stream(request.question, **request.options())
+        first = next(stream)
 
         def events() -> Iterator[dict[str, str]]:
             try:
-                for event in qa.stream(request.question, **request.options()):
+                for event in chain([first], stream):
                     if isinstance(event, Answer):
                         yield {"event": "answer", "data": event.model_dump_json()}
                     else:
                         yield {"event": "piece", "data": json.dumps(event)}
             except AQAError as exc:
-                yield {"event": "error", "data": json.dumps({"detail": str(exc)})}
+                body = ErrorBody(detail=str(exc), error=exc.code)
+                yield {"event": "error", "data": body.model_dump_json()}
 
         return EventSourceResponse(events())
 
-    @api.post("/search")
+    @api.post("/search", responses=asking)
     def search(request: AskRequest) -> list[Source]:
         """The sources an answer would draw on, with their relevance; no answer."""
         check(request)
@@ -211,25 +362,29 @@ def create_app(
         options.pop("history")
         return qa.search(request.question, **options)
 
-    @api.get("/papers/{paper_id:path}/related")
+    @api.get("/papers/{paper_id:path}/related", responses=responses(PaperNotFoundError, *INDEX))
     def related(paper_id: str, k: Annotated[int, Query(ge=1, le=50)] = 5) -> list[Source]:
         """The papers nearest to this one."""
         return qa.related(paper_id, k)
 
-    @api.get("/papers/{paper_id:path}")
+    @api.get("/papers/{paper_id:path}", responses=responses(PaperNotFoundError, *INDEX))
     def paper(paper_id: str) -> Paper:
         """A paper as indexed, its abstract as the corpus gave it."""
         return qa.paper(paper_id)
 
-    @api.get("/stats")
+    @api.get("/stats", responses=responses(*INDEX))
     def stats() -> IndexStats:
         """Papers, chunks, venues and years in the index."""
         return qa.retriever.index.stats()
 
-    @api.post("/ingest", dependencies=[Depends(may_write)])
-    def ingest(
-        files: Annotated[list[UploadFile], File(description="Corpus files")],
-    ) -> IngestReport:
+    @api.post(
+        "/ingest",
+        dependencies=guard,
+        responses=responses(
+            IndexMismatchError, StoreUnreachableError, ConfigError, *BODY, *refusals
+        ),
+    )
+    def ingest(files: Uploads) -> IngestReport:
         """Add or update papers from uploaded files (JSON Lines, JSON, CSV or the sample
         format, optionally gzipped). Problems name the uploaded file and line."""
         from ingest.pipeline import ingest as run_ingest
@@ -251,4 +406,8 @@ def create_app(
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
+    # what this server takes as a question, which its settings and its Python decide: `check`
+    # enforces the length, the service turns a question with nothing printable down with a 400
+    question = api.openapi()["components"]["schemas"]["AskRequest"]["properties"]["question"]
+    question |= {"maxLength": settings.max_question_chars, "pattern": printable_class()}
     return api

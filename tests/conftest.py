@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -117,6 +118,25 @@ def serve(
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@contextmanager
+def api_server(data_dir: Path, log: Path, *args: str, **settings: str) -> Iterator[str]:
+    """`abstract-qa serve` on a free loopback port over ``data_dir``; yields its base URL."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AQA_", "OPENAI_"))}
+    env |= {"AQA_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1", **settings}
+    port = free_port()
+    command = [str(EXE), "serve", "--port", str(port), *args]
+    with serve(command, f"http://127.0.0.1:{port}/health", log, env=env):
+        yield f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="module")
+def index(sample_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the sample index for one test module: ingest over HTTP writes to it."""
+    target = tmp_path_factory.mktemp("api") / "index"
+    shutil.copytree(sample_settings.data_dir, target)
+    return target
 
 
 LLM_KEY = "test-key-not-secret"

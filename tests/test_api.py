@@ -4,41 +4,18 @@ streaming included."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 
 from core.models import Answer, IndexStats, IngestReport, Paper, Source
-from core.settings import Settings
 from ingest.read import read_paths
-from tests.conftest import EXE, SAMPLE, assert_citations_real, free_port, paper_id_containing, serve
+from tests.conftest import SAMPLE, api_server, assert_citations_real, paper_id_containing
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
 TOKEN = "api-test-token"
-
-
-@contextmanager
-def api_server(data_dir: Path, log: Path, *args: str, **settings: str) -> Iterator[str]:
-    """`abstract-qa serve` on a free loopback port over ``data_dir``; yields its base URL."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AQA_", "OPENAI_"))}
-    env |= {"AQA_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1", **settings}
-    port = free_port()
-    command = [str(EXE), "serve", "--port", str(port), *args]
-    with serve(command, f"http://127.0.0.1:{port}/health", log, env=env):
-        yield f"http://127.0.0.1:{port}"
-
-
-@pytest.fixture(scope="module")
-def index(sample_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the sample index: ingest over HTTP writes to it."""
-    target = tmp_path_factory.mktemp("api") / "index"
-    shutil.copytree(sample_settings.data_dir, target)
-    return target
 
 
 @pytest.fixture(scope="module")
@@ -114,10 +91,14 @@ def test_bad_requests_get_4xx_errors_that_name_the_problem(api: httpx.Client) ->
     assert long.json()["detail"][0]["loc"] == ["body", "question"]
     blank = api.post("/ask", json={"question": "   "})
     assert blank.status_code == 400 and "empty" in blank.json()["detail"]
+    assert blank.json()["error"] == "bad_input"
+    boolean = api.post("/search", json={"question": "x", "year_to": False})
+    assert boolean.status_code == 422 and boolean.json()["detail"][0]["loc"] == ["body", "year_to"]
     wrong = api.post("/ask", json={"question": "x", "k": 0})
     assert wrong.status_code == 422 and wrong.json()["detail"][0]["loc"] == ["body", "k"]
     missing = api.get("/papers/no-such-paper")
     assert missing.status_code == 404 and "No paper with id" in missing.json()["detail"]
+    assert missing.json()["error"] == "paper_not_found"
 
 
 def test_ingest_needs_the_token_names_bad_lines_and_adds_nothing_twice(
@@ -131,6 +112,7 @@ def test_ingest_needs_the_token_names_bad_lines_and_adds_nothing_twice(
     upload = {"files": ("mine.jsonl", corpus.read_bytes(), "application/json")}
     refused = api.post("/ingest", files=upload)
     assert refused.status_code == 401 and "AQA_API_TOKEN" in refused.json()["detail"]
+    assert refused.json()["error"] == "unauthorized"
     wrong = api.post("/ingest", files=upload, headers={"Authorization": "Bearer nope"})
     assert wrong.status_code == 401
     auth = {"Authorization": f"Bearer {TOKEN}"}
@@ -146,6 +128,7 @@ def test_ingest_needs_the_token_names_bad_lines_and_adds_nothing_twice(
     big = {"files": ("big.jsonl", b"x" * 1_200_000, "application/json")}
     too_big = api.post("/ingest", files=big, headers=auth)
     assert too_big.status_code == 413 and "AQA_API_MAX_UPLOAD_MB" in too_big.text
+    assert too_big.json()["error"] == "body_too_large"
     assert api.get("/stats").json()["chunks"] == before + 1
 
 
@@ -158,4 +141,5 @@ def test_beyond_loopback_without_a_token_ingest_is_off(index: Path, tmp_path: Pa
         upload = {"files": ("x.jsonl", b'{"id": "x", "abstract": "Some text here."}\n')}
         refused = client.post("/ingest", files=upload)
         assert refused.status_code == 403 and "AQA_API_TOKEN" in refused.json()["detail"]
+        assert refused.json()["error"] == "ingest_off"
     assert "without AQA_API_TOKEN" in (tmp_path / "serve.log").read_text()
