@@ -247,10 +247,12 @@ def author_key(name: str) -> str | None:
 
 def _first_name(name: str) -> list[str]:
     """The parts of the first given name ("Chun-Liang" -> ["chun", "liang"]; none for a
-    surname alone); particles ("van", "de") are not given names."""
-    words = _name_words(name)
-    given = [w for w in words[:-1] if not (len(w) == 1 and w[0] in _PARTICLES)]
-    return given[0] if given else []
+    surname alone). Particles before the surname are no given names ("van der Maaten"), but a
+    first word is one when a given name follows it ("Van H. Vu")."""
+    before = _name_words(name)[:-1]
+    if all(len(w) == 1 and w[0] in _PARTICLES for w in before):
+        return []
+    return before[0]
 
 
 def same_author(typed: str, indexed: str) -> bool:

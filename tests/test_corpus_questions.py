@@ -122,6 +122,11 @@ def test_author_names_match_as_people_write_them(typed: str) -> None:
         ("Sébastien Bubeck", "Sebastien Bubeck", True),
         ("Nando de Freitas", "Nando De Freitas", True),
         ("Li", "Chengtao Li", True),  # a surname alone matches everyone of that surname
+        ("van der Maaten", "Laurens van der Maaten", True),
+        ("L. van der Maaten", "Laurens van der Maaten", True),
+        ("Ulrike von Luxburg", "U. von Luxburg", True),
+        ("V. Vu", "Van H. Vu", True),  # "Van" a given name, not a particle
+        ("H. Vu", "Van H. Vu", False),
     ],
 )
 def test_a_full_first_name_matches_only_compatible_first_names(
