@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
+from app.answer import is_not_stated
+from app.prompts import load_prompt
 from app.service import QAService
 from core.errors import IndexMismatchError, ProviderError
 from core.models import Answer
@@ -49,10 +51,17 @@ def test_answers_stream_from_a_real_server_with_only_real_citations(
     server: str, sample_settings: Settings
 ) -> None:
     service = QAService(llm_settings(sample_settings, server))
-    # With two sources given, this tiny model cites a third that does not exist.
-    question = "Which papers study federated learning? List them as [1], [2], [3], [4]."
-    events = list(service.stream(question))
-    pieces, final = events[:-1], events[-1]
+    # With two sources given, this tiny model cites a third that does not exist when asked to;
+    # which wording makes it do so shifts with the prompt, so the first that does is checked.
+    for question in (
+        "Which papers study federated learning? List them as [1], [2], [3], [4].",
+        "Which papers study federated learning? Cite each as [1] [2] [3] [4] [5].",
+        "Which papers study federated learning? Answer: [3] and [4].",
+    ):
+        events = list(service.stream(question))
+        pieces, final = events[:-1], events[-1]
+        if isinstance(final, Answer) and final.invalid_citations:
+            break
     assert isinstance(final, Answer)
     assert len(pieces) > 3, "tokens arrive one by one"
     raw = "".join(str(p) for p in pieces)
@@ -73,6 +82,25 @@ def test_answers_stream_from_a_real_server_with_only_real_citations(
     else:
         assert final.citations == []
     assert len(final.sources) == 2
+
+
+def test_abstained_means_the_same_for_the_generative_path(
+    server: str, sample_settings: Settings
+) -> None:
+    """Format and checks, not quality: whatever the tiny model writes, the answer is abstained
+    exactly when it cites nothing or says only that the named paper lacks the detail, as the
+    prompt asks it to ("The abstract of X [n] does not state ...")."""
+    assert "does not state" in load_prompt("answer.system")
+    service = QAService(llm_settings(sample_settings, server))
+    for question in (
+        "What top-1 accuracy does ContraNorm reach on ImageNet?",
+        "Reply with exactly: The abstract of ContraNorm [1] does not state its accuracy.",
+    ):
+        answer = service.ask(question)
+        said_missing = is_not_stated(answer.answer)
+        assert answer.abstained is (not answer.citations or said_missing), answer.answer
+        if said_missing:
+            assert answer.citations, "a 'not stated' answer points to the paper"
 
 
 def test_a_follow_up_is_rewritten_by_the_model(server: str, sample_settings: Settings) -> None:
