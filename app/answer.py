@@ -15,6 +15,15 @@ from core.tokens import count_tokens, words
 CANNOT_ANSWER = "I cannot answer this from the indexed abstracts."
 """The one refusal sentence: providers say it, code and the evaluation check for it."""
 
+# "The abstract of *i-RevNet* [1] does not state its top-1 accuracy.": the paper asked about is
+# found, the detail asked for is not in its abstract. Every provider says it so (the answer
+# prompt asks for it); the answer cites the paper and counts as abstained.
+_NOT_STATED = re.compile(
+    r"^(?:The|Its) (?:abstract|source)\b[^.!?]{0,300}?\bdoes not (?:state|report|give|mention)\b"
+    r"[^.!?]*[.!?]?$",
+    re.IGNORECASE,
+)
+
 _MARKER = re.compile(r"\[(\s*\d+\s*(?:[,;]\s*\d+\s*)*)\]")
 _TRAILING_MARKERS = re.compile(r"\s*([.!?])\s*((?:\[\d+\])+)")
 # the sentence without its subject, so "We cannot answer ..." and "It cannot ..." count too
@@ -104,6 +113,19 @@ def relevance_threshold(chunks: int, fixed: float | None = None) -> float:
 
 def is_refusal(text: str) -> bool:
     return bool(_REFUSAL.search(text))
+
+
+def not_stated(source: Source, what: str, name: str = "") -> str:
+    """The answer when the paper asked about is found but its abstract lacks the detail: the
+    paper named by its title, else as the question names it (``name``)."""
+    who = subject(source, 0) if not source.title_derived else defuse(name)
+    named = f"of {who} " if who else ""
+    return f"The abstract {named}[{source.marker}] does not state {what}."
+
+
+def is_not_stated(text: str) -> bool:
+    """Whether an answer says only that the source lacks the detail asked for."""
+    return bool(_NOT_STATED.match(" ".join(text.split())))
 
 
 @dataclass

@@ -193,6 +193,55 @@ def has_quantity(sentence: str) -> int:
     return 0
 
 
+# "what top-1 accuracy ...", "by how many points ...": a value that only a number states ("how
+# many parameters" is not one: "two parameters" answers it in words)
+_MEASURE = re.compile(
+    r"\b(?:what|which)\s+(?:(?:is|was|are|were)\s+)?(?:(?:the|its|their)\s+)?"
+    r"(?P<measure>(?:[\w-]+\s+){0,2}?(?:accuracy|error(?: rate)?|perplexity|bleu(?: score)?|"
+    r"rouge(?:-\w+)?(?: score)?|f1(?: score)?|auc|success rate|win rate|speed-?up|throughput|"
+    r"compression ratio))\b"
+    r"|\bby how (?P<margin>much|many\b)",
+    re.IGNORECASE,
+)
+
+
+def asked_measure(question: str) -> str | None:
+    """The value a question asks for, as the answer names it ("its top-1 accuracy", "the
+    margin"), or None when it asks for none that only a number states."""
+    m = _MEASURE.search(question)
+    if m is None:
+        return None
+    return f"its {m.group('measure')}" if m.group("measure") else "the margin"
+
+
+def mentions(text: str, name: str) -> bool:
+    """Whether ``text`` names ``name`` (as a word, case-insensitive: "i-RevNet", "DASHA")."""
+    return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE) is not None
+
+
+_TITLED = re.compile(r"(?<=[a-z,;:] )[A-Z][a-z]+(?:[ -][A-Z][a-z]+)+\b")  # "Momentum Screening"
+
+
+def named_things(question: str) -> list[str]:
+    """The things a question names (not the measure it asks for: "how many GPUs"), most
+    specific form first: the whole hyphenated token
+    ("i-RevNet", "Bi-LSTM") before the name inside it ("RevNet", "LSTM"), and names written
+    as capitalised words inside the sentence ("Momentum Screening", "Penn Treebank")."""
+    question = _MEASURE.sub(" ", question)
+    found: list[str] = [m.group(0) for m in _TITLED.finditer(question)]
+    for m in NAME.finditer(question):
+        if len(m.group(0)) < 3:
+            continue
+        start = m.start()
+        while start > 0 and (question[start - 1].isalnum() or question[start - 1] == "-"):
+            start -= 1
+        end = m.end()
+        while end < len(question) and (question[end].isalnum() or question[end] == "-"):
+            end += 1
+        found += [question[start:end].strip("-"), m.group(0)]
+    return list(dict.fromkeys(found))
+
+
 def names(text: str) -> set[str]:
     """Name-like tokens: CamelCase, acronyms, hyphenated versions (DecDTW, DASHA, GPT-4)."""
     return {m.group(0) for m in NAME.finditer(text) if len(m.group(0)) >= 3}

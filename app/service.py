@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from app.answer import (
     CANNOT_ANSWER,
     check_citations,
+    is_not_stated,
     is_refusal,
     relevance,
     relevance_threshold,
@@ -305,7 +306,8 @@ class QAService:
             question=asked.question,
             standalone_question=asked.standalone,
             answer=checked.text if checked is not None and cited else CANNOT_ANSWER,
-            abstained=not cited,
+            # "the abstract of X [1] does not state ...": cited, and yet no answer
+            abstained=not cited or is_not_stated(checked.text if checked is not None else ""),
             citations=checked.citations if checked is not None else [],
             invalid_citations=checked.invalid if checked is not None else [],
             uncited_sentences=checked.uncited if checked is not None else [],

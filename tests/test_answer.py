@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from app.answer import CANNOT_ANSWER, check_citations, format_sources
+from app.answer import CANNOT_ANSWER, check_citations, format_sources, is_not_stated
 from app.prompts import load_prompt
 from app.service import QAService
 from core.errors import ConfigError, EmptyIndexError, IndexNotFoundError, InputError
@@ -327,3 +327,46 @@ def test_from_app_import_ask_uses_the_configured_index(
         assert answer.citations[0].paper_id == paper_id_containing("We develop and analyze DASHA")
     finally:
         app._service.cache_clear()
+
+
+@pytest.mark.parametrize(
+    ("question", "named", "detail"),
+    [
+        ("What top-1 accuracy does ContraNorm reach on ImageNet?", "ContraNorm", "top-1 accuracy"),
+        ("What accuracy does DecDTW get?", "DecDTW", "accuracy"),
+        ("By how much does DFlow beat RAFT?", "DFlow", "margin"),
+    ],
+)
+def test_a_detail_the_named_papers_abstract_lacks_is_said_to_be_not_stated(
+    sample_service: QAService, question: str, named: str, detail: str
+) -> None:
+    answer = sample_service.ask(question)
+    assert answer.abstained, answer.answer
+    assert answer.answer.startswith(f"The abstract of {named} [1] does not state")
+    assert detail in answer.answer
+    assert [c.paper_id for c in answer.citations] == [paper_id_containing(named)]
+    assert not re.search(r"\d+(\.\d+)?\s?%", answer.answer), "a number from another paper"
+
+
+def test_a_detail_the_named_paper_states_is_quoted_from_that_paper(
+    sample_service: QAService,
+) -> None:
+    answer = sample_service.ask("By how much does PDD improve dataset distillation methods?")
+    assert not answer.abstained and "4.3%" in answer.answer
+    assert answer.citations[0].paper_id == paper_id_containing("ProgressiveDD")
+
+
+@pytest.mark.parametrize(
+    ("text", "stated"),
+    [
+        ("The abstract of *i-RevNet* [1] does not state its top-1 accuracy.", False),
+        ("The abstract [2] does not report the margin.", False),
+        ("Its abstract [1] does not mention which datasets were used.", False),
+        ("DecDTW [1] reports that the layer does not state a loss.", True),
+        ("The abstract of X [1] does not state it. Y [2] reports 3%.", True),
+    ],
+)
+def test_only_an_answer_that_says_the_detail_is_missing_counts_as_not_stated(
+    text: str, stated: bool
+) -> None:
+    assert is_not_stated(text) is not stated

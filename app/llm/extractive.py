@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app import question as q
-from app.answer import CANNOT_ANSWER, defuse, subject
+from app.answer import CANNOT_ANSWER, defuse, not_stated, subject
 from app.llm.base import Provider, Reply
 from core.models import Source
 from core.text import sentence_spans
@@ -54,7 +54,11 @@ class ExtractiveProvider(Provider):
 
     def _answer(self, question: str, sources: list[Source]) -> Iterator[str]:
         listing = q.is_listing(question)
+        sides = None if listing else q.comparison_sides(question)
         pool = sources[:MAX_SENTENCES] if listing else sources[:CANDIDATE_PAPERS]
+        about, name = ([], "") if listing or sides else _about(question, sources)
+        if about:  # the question names a method or paper: it is among the sentences weighed
+            pool = list({id(s): s for s in [*about[:CANDIDATE_PAPERS], *pool]}.values())
         candidates = [
             Candidate(source, defuse(source.text[s:e]), i)
             for source in pool
@@ -64,12 +68,23 @@ class ExtractiveProvider(Provider):
         if not candidates:
             yield CANNOT_ANSWER
             return
+        measure = q.asked_measure(question)
+        if (
+            about
+            and measure
+            and not any(q.has_quantity(c.sentence) for c in candidates if c.source is about[0])
+        ):
+            yield not_stated(about[0], measure, name)
+            return
         self._score_words(question, q.wanted(question), candidates)
         candidates = self._shortlist(candidates, per_paper=2 if listing else MAX_EMBEDDED)
         self._score_meaning(question, candidates)
+        if about:  # ... and only what mentions it is quoted: never another paper's number
+            mine = [c for c in candidates if any(c.source is s for s in about)]
+            candidates = mine or candidates
         if listing:
             chosen = [max(mine, key=lambda c: c.score) for mine in _by_paper(candidates)]
-        elif sides := q.comparison_sides(question):
+        elif sides:
             chosen = self._compare(sides, candidates)
         else:
             chosen = _best_sentences(candidates)
@@ -103,7 +118,8 @@ class ExtractiveProvider(Provider):
         ("DTW layer" for "dynamic time warping"), so the best paper's sentences all get in."""
         top = max(candidates, key=lambda c: c.source.score).source
         ranked = sorted(range(len(candidates)), key=lambda i: -candidates[i].score)
-        own_limit = min(per_paper, OWN_PLACES)
+        alone = all(c.source is top for c in candidates)  # a question about one named paper
+        own_limit = min(per_paper, MAX_EMBEDDED if alone else OWN_PLACES)
         keep = [i for i in ranked if candidates[i].source is top][:own_limit]
         others_limit = MAX_EMBEDDED - own_limit
         taken: dict[int, int] = {}
@@ -146,6 +162,18 @@ class ExtractiveProvider(Provider):
             if pick is not None:
                 chosen.append(pick)
         return chosen or _best_sentences(candidates)
+
+
+def _about(question: str, sources: list[Source]) -> tuple[list[Source], str]:
+    """The sources that mention what the question names, best first, and that name: of the
+    things it names (a method, a model, a dataset), the one the fewest sources mention.
+    ([], "") when it names nothing they mention."""
+    best: tuple[list[Source], str] = ([], "")
+    for name in q.named_things(question):
+        hits = [s for s in sources if q.mentions(f"{s.title}\n{s.text}", name)]
+        if hits and (not best[0] or len(hits) < len(best[0])):
+            best = (hits, name)
+    return best
 
 
 def _by_paper(candidates: list[Candidate]) -> list[list[Candidate]]:
