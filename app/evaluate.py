@@ -276,6 +276,7 @@ def run_eval(
     use_judge: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> EvalReport:
+    given = k  # None: each question gets the papers the service gives it (more for a listing)
     k = k or service.settings.top_k
     answers: dict[str, Answer] = {}
     results: list[QuestionResult] = []
@@ -286,8 +287,8 @@ def run_eval(
             first = next(x for x in questions if x.id == q.follows)
             history = [(first.question, prior.answer if prior else "")]
         started = time.perf_counter()
-        answer = service.ask(q.question, history=history, k=k, mode=mode)
-        result = score(q, answer, time.perf_counter() - started, k)
+        answer = service.ask(q.question, history=history, k=given, mode=mode)
+        result = score(q, answer, time.perf_counter() - started, given or len(answer.sources))
         if use_judge and (verdict := judge(service, answer)) is not None:
             result.judge, result.judge_reply = verdict.scores or None, verdict.reply
         answers[q.id] = answer

@@ -164,6 +164,24 @@ def is_listing(question: str) -> bool:
     return bool(_LISTING.search(question))
 
 
+_PART_BREAK = re.compile(
+    r"\s*(?:[;,]\s*(?:and\s+|but\s+|while\s+)?|\s+(?:and|but|while)\s+)"
+    r"(?=(?:what|which|how|why|where|when|who|whom|does|do|did|is|are|was|were|can|could|has|"
+    r"have)\b)",
+    re.IGNORECASE,
+)
+
+
+def parts(question: str) -> list[str]:
+    """The questions a question asks, in order: "How hard is X, and what algorithm
+    approximates it?" asks two, each answered by its own sentence. One part when it asks one
+    thing ("How do A and B differ?" is one question about two things)."""
+    pieces = [p.strip(" ,;?") for p in _PART_BREAK.split(question.strip())]
+    if len(pieces) < 2 or min(len(p.split()) for p in pieces) < 3:
+        return [question]
+    return pieces
+
+
 def comparison_sides(question: str) -> tuple[str, str] | None:
     """The two things a comparison question sets side by side, or None."""
     if not _COMPARISON.search(question):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -15,6 +15,7 @@ from app.question import names
 from core.errors import PaperNotFoundError
 from core.models import Filters, Mode, Source, paper_of
 from core.settings import Settings
+from core.text import sentence_spans
 from ingest.embed import Embedder, get_embedder
 from store.bm25 import BM25Index
 from store.index import Index, Snapshot
@@ -33,6 +34,23 @@ class Passage:
     @property
     def chunk_id(self) -> str:
         return self.chunk.chunk_id
+
+
+def joined(chunks: Iterable[StoredChunk]) -> str:
+    """The passages of one paper as one text, in abstract order: neighbours joined where they
+    meet (a sentence the next chunk repeats as overlap is said once), gaps marked with "…"."""
+    text, last = "", None
+    for chunk in sorted(chunks, key=lambda c: c.index):
+        plain = chunk.plain
+        if last is not None and chunk.index == last + 1:
+            seen = {text[s:e] for s, e in sentence_spans(text)}
+            spans = sentence_spans(plain)
+            skip = next((s for s, e in spans if plain[s:e] not in seen), len(plain))
+            text = f"{text} {plain[skip:]}".rstrip()
+        else:
+            text = f"{text} … {plain}" if text else plain
+        last = chunk.index
+    return text
 
 
 @dataclass
@@ -56,8 +74,7 @@ class PaperHit:
 
     @property
     def text(self) -> str:
-        ordered = sorted(self.passages, key=lambda p: p.chunk.index)
-        return " … ".join(p.chunk.plain for p in ordered)
+        return joined(p.chunk for p in self.passages)
 
     @property
     def search_text(self) -> str:

@@ -27,7 +27,7 @@ from app.count import count_papers, describe
 from app.filters import parse_filters
 from app.llm import Provider, get_provider
 from app.llm.base import History
-from app.question import comparison_sides, count_topic, is_count
+from app.question import comparison_sides, count_topic, is_count, is_listing
 from app.retrieve import PaperHit, Retriever, merge_hits, to_sources
 from core.errors import EmptyIndexError, IndexNotFoundError, InputError, PaperNotFoundError
 from core.models import Answer, Filters, Mode, Paper, Source, Usage
@@ -116,6 +116,11 @@ class QAService:
         else:
             self.search(title)
 
+    def top_k(self, question: str) -> int:
+        """How many papers a question gets when the caller does not say: a listing ("which
+        papers ...?") lists more than a single fact needs."""
+        return self.settings.listing_top_k if is_listing(question) else self.settings.top_k
+
     def as_retriever(self, k: int | None = None, **options: Any) -> AbstractsRetriever:
         """This service's search as a LangChain `BaseRetriever`: ``k`` papers per query (the
         ``top_k`` setting unless given), ``options`` as for `search`. A call's own ``k`` and
@@ -164,7 +169,7 @@ class QAService:
         timings: dict[str, float] = {}
         explicit = filters_given(year_from, year_to, venue, decision, authors)
         asked, at = self._prepare(question, history or [], explicit, ignore or [], timings)
-        k = k or self.settings.top_k
+        k = k or self.top_k(asked.standalone)
         if is_count(asked.standalone):
             yield from self._counted(asked, k, at, started)
             return
@@ -201,7 +206,7 @@ class QAService:
         as for `stream`."""
         explicit = filters_given(**filters)
         asked, at = self._prepare(question, [], explicit, ignore or [], {})
-        sources = self._retrieve(asked, k or self.settings.top_k, mode, at, {})
+        sources = self._retrieve(asked, k or self.top_k(asked.standalone), mode, at, {})
         self._relevant(asked, sources, at)
         return sources
 

@@ -119,6 +119,13 @@ class Settings(BaseSettings):
         default=0.7, ge=0.0, le=1.0, description="Weight of the dense side in the fusion."
     )
     top_k: int = Field(default=5, ge=1, le=100, description="Papers retrieved per question.")
+    listing_top_k: int = Field(
+        default=10,
+        ge=1,
+        le=100,
+        description='Papers retrieved for a listing question ("which papers ...?"), one line '
+        "each (see docs/benchmarks.md for the measurement).",
+    )
     chunks_per_paper: int = Field(
         default=2,
         ge=1,

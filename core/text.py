@@ -26,7 +26,7 @@ from pylatexenc.macrospec import MacroSpec
 # it still returns usable text, so those warnings are noise to the user.
 logging.getLogger("pylatexenc").setLevel(logging.ERROR)
 
-RENDER_VERSION = "3"
+RENDER_VERSION = "4"
 """Bump when `plain_text` renders differently: the index re-renders every paper once, updating
 in place what embeds the same and re-embedding what does not."""
 
@@ -73,7 +73,9 @@ def _href(node: Any, l2tobj: LatexNodes2Text) -> str:
 def _keys(node: Any, l2tobj: LatexNodes2Text) -> str:
     args = node.nodeargd.argnlist if node.nodeargd is not None else []
     keys = ", ".join(
-        t for a in args if a is not None and (t := l2tobj.nodelist_to_text([a]).strip())
+        t
+        for a in args
+        if a is not None and (t := l2tobj.nodelist_to_text([a]).strip()) and t != "*"
     )
     return f"({keys})" if keys else ""
 
@@ -154,11 +156,27 @@ def _index_specials(db: Any) -> None:
     db.test_for_specials = test_for_specials
 
 
+_GLUED_CITE = re.compile(r"\\(cite[A-Za-z]*)(\*?)([\w:./,-]*)")
+_CITE_MACROS = sorted((m for m in _CITE_LIKE if m.startswith("cite")), key=len, reverse=True)
+
+
+def _cite_braces(match: re.Match[str]) -> str:
+    """ "\\citettaddy13mnir" -> "\\citet{taddy13mnir}": a citation whose braces were lost."""
+    name, star, rest = match.groups()
+    if name in _CITE_LIKE and not rest[:1].isalnum():
+        return match.group(0)  # "\\citet{key}", "\\cite[p. 2]{key}"
+    macro = next(m for m in _CITE_MACROS if name.startswith(m))
+    keys = (name[len(macro) :] + rest).rstrip(",.:;")
+    tail = (name[len(macro) :] + rest)[len(keys) :]
+    return f"\\{macro}{star}{{{keys}}}{tail}" if keys else match.group(0)
+
+
 def _unglued(text: str, text_db: Any, walker_db: Any) -> str:
     """Macros whose braces the corpus lost: "\\mathbbR" -> "\\mathbb{R}", "\\urlhttps://..."
     -> "https://...". Only names pylatexenc does not know are split, at the longest known
     one-argument macro they start with, and only when a letter or two is left over."""
     text = _BARE_URL_MACRO.sub("", text)
+    text = _GLUED_CITE.sub(_cite_braces, text)
 
     def split(match: re.Match[str]) -> str:
         name = match.group(1)
@@ -177,6 +195,66 @@ def has_latex(text: str) -> bool:
     return "\\" in text or "$" in text
 
 
+def needs_rendering(text: str) -> bool:
+    """Whether `plain_text` changes more than spacing: LaTeX, or a word broken at a line end."""
+    return has_latex(text) or _BROKEN_WORD.search(text) is not None
+
+
+# Words of a closed class (articles, prepositions, conjunctions, pronouns, auxiliaries): never a
+# name when one starts a sentence, never the second half of a word broken at a line end.
+_CLOSED_CLASS = """
+a an the this that these those such some any each every all both either neither no
+and or nor but so yet versus vs as if than then when while whereas although though because
+of in on at by for from to into onto with within without via per over under about across
+after before between through during against among upon toward towards beyond
+is are was were be been being has have had do does did can could may might must shall should
+will would it its they them their we our us he she his her there here which who whom whose
+what where how why not also only
+"""
+FUNCTION_WORDS = frozenset(_CLOSED_CLASS.split())
+
+# "train- ing", "eigendecompo- sition": a word the corpus broke at a line end (PDF text keeps
+# the hyphen and the line break). "first- and second-order" is no broken word.
+_BROKEN_WORD = re.compile(r"(?<!\w)([^\W\d_]+|\d+)- ([^\W\d_A-Z][^\W\d_]*)((?:-[^\W\d_]+)*)")
+
+
+@lru_cache(maxsize=1)
+def _english() -> Any:
+    from spellchecker import SpellChecker  # an English word list (~0.2 s to load)
+
+    return SpellChecker(language="en", distance=1).word_frequency
+
+
+def dehyphenate(text: str) -> str:
+    """Words broken at a line end joined again: "train- ing" -> "training", "How- ever" ->
+    "However"; a compound broken at its own hyphen keeps it ("high- dimensional" ->
+    "high-dimensional", "state-of- the-art" -> "state-of-the-art"); "first- and second-order"
+    and "data- or model-parallel" are left alone. A joined word is one the English word list
+    or the text itself knows; else the halves join with a hyphen when the second is a word."""
+    if _BROKEN_WORD.search(text) is None:
+        return text
+    known = _english()
+    own = {w.casefold() for w in re.findall(r"[^\W\d_]{3,}", _BROKEN_WORD.sub(" ", text))}
+
+    def word(w: str) -> bool:  # three letters are too few: "ing", "cal" are words and suffixes
+        return len(w) > 3 and (w.casefold() in own or known[w.casefold()] > 0)
+
+    def join(m: re.Match[str]) -> str:
+        head, tail, more = m.group(1), m.group(2), m.group(3)
+        joined = head + tail
+        if not head.isdigit() and (word(joined) or (joined[-1] == "s" and word(joined[:-1]))):
+            return joined + more  # "pa- per", "in- variances"
+        if tail.casefold() in FUNCTION_WORDS and not more:
+            return m.group(0)  # a suspended hyphen ("pre- and post-training") or a dash
+        if word(tail) or more:
+            return f"{head}-{tail}{more}"
+        if head.isdigit():
+            return m.group(0)  # "1- e" may be arithmetic
+        return head + tail + more  # "sition", "rithm": no word alone
+
+    return _BROKEN_WORD.sub(join, text)
+
+
 def plain_text(text: str) -> str:
     """LaTeX markup turned into readable Unicode: ``40\\%`` -> ``40%``, ``\\emph{x}`` -> ``x``,
     ``\\texttt{DASHA}`` -> ``DASHA``, ``\\url{https://x.org}`` -> ``https://x.org``."""
@@ -189,7 +267,7 @@ def plain_text(text: str) -> str:
         except Exception:  # pylatexenc is lenient, yet some inputs still raise
             # keep every word: drop the backslashes of macros and the braces
             text = re.sub(r"[{}]", "", _MACRO.sub(r"\1", text.replace("$", "")))
-    return _SPACES.sub(" ", unicodedata.normalize("NFKC", text)).strip()
+    return dehyphenate(_SPACES.sub(" ", unicodedata.normalize("NFKC", text)).strip())
 
 
 def fingerprint(*parts: str) -> str:

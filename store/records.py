@@ -11,7 +11,7 @@ from functools import cached_property
 from typing import Any
 
 from core.models import Chunk, Paper, paper_of
-from core.text import fingerprint, has_latex, plain_text
+from core.text import fingerprint, needs_rendering, plain_text
 
 
 def paper_hash(paper: Paper, chunking: str) -> str:
@@ -65,8 +65,8 @@ class StoredChunk:
             paper_hash=paper_hash(paper, chunking) if chunk.index == 0 else "",
             n_chunks=n_chunks if chunk.index == 0 else 0,
             # LaTeX rendering is slow (pylatexenc, ~20 ms an abstract): done once, not per query
-            rendered=chunk.plain if has_latex(chunk.text) else None,
-            rendered_title=plain_text(paper.title) if has_latex(paper.title) else None,
+            rendered=chunk.plain if needs_rendering(chunk.text) else None,
+            rendered_title=plain_text(paper.title) if needs_rendering(paper.title) else None,
         )
         meta = record._metadata()
         # where a paper was read from may change without the chunk being touched

@@ -78,7 +78,8 @@ def test_out_of_corpus_questions_abstain_but_still_show_what_was_retrieved(
 def test_multi_paper_question_cites_several_papers(sample_service: QAService) -> None:
     answer = sample_service.ask("Which papers study federated learning?")
     assert not answer.abstained
-    assert len(answer.citations) == 3  # the three most relevant, one line each
+    # the sample has seven abstracts that mention federated learning: a listing lists them all
+    assert len(answer.citations) == 7
     for citation in answer.citations:
         source = next(s for s in answer.sources if s.marker == citation.marker)
         assert "federated" in source.text.lower()
@@ -146,7 +147,7 @@ def test_answers_name_the_paper_in_the_third_person(sample_service: QAService) -
 def test_a_listing_question_gets_one_cited_line_per_paper(sample_service: QAService) -> None:
     answer = sample_service.ask("Which papers study federated learning?")
     lines = answer.answer.split("\n")
-    assert 2 <= len(lines) <= 3
+    assert len(lines) == len(answer.citations) >= 5
     markers = [re.findall(r"\[(\d+)\]", line) for line in lines]
     assert all(len(m) == 1 for m in markers) and len({m[0] for m in markers}) == len(lines)
     assert all(line.startswith("- ") for line in lines)

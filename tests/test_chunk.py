@@ -57,3 +57,17 @@ def test_most_sample_abstracts_stay_one_chunk() -> None:
     papers = read_paths([SAMPLE]).papers
     counts = [len(chunk_paper(p, 300, 48)) for p in papers]
     assert sum(c == 1 for c in counts) > len(counts) / 2
+
+
+def test_a_sentence_two_chunks_share_is_shown_once() -> None:
+    from app.retrieve import joined
+    from store.records import StoredChunk
+
+    def chunk(index: int, text: str) -> StoredChunk:
+        return StoredChunk(chunk_id=f"p:{index}", paper_id="p", index=index, text=text)
+
+    a = chunk(0, "One sets the task. Two gives the method.")
+    b = chunk(1, "Two gives the method. Three reports 40% gains.")
+    far = chunk(3, "Five concludes.")
+    assert joined([b, a]) == "One sets the task. Two gives the method. Three reports 40% gains."
+    assert joined([far, a]) == "One sets the task. Two gives the method. … Five concludes."

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pylatexenc.macrospec import LatexContextDb
 
-from core.text import _latex, normalise_for_id, plain_text
+from core.text import _latex, dehyphenate, normalise_for_id, plain_text
 
 
 @pytest.mark.parametrize(
@@ -39,6 +39,50 @@ from core.text import _latex, normalise_for_id, plain_text
 )
 def test_macros_keep_their_words(latex: str, expected: str) -> None:
     assert plain_text(latex) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [  # from the 22k corpus: PDF text keeps the hyphen of a word broken at a line end
+        ("its eigendecompo- sition is", "its eigendecomposition is"),
+        ("the train- ing set", "the training set"),
+        ("How- ever, we", "However, we"),
+        ("we use in- variances", "we use invariances"),
+        ("in high- dimensional spaces", "in high-dimensional spaces"),
+        ("state-of- the-art results", "state-of-the-art results"),
+        ("is NP- hard", "is NP-hard"),
+        ("first- and second-order methods", "first- and second-order methods"),
+        ("data- or model-parallel", "data- or model-parallel"),
+        ("an 11- transistor circuit", "an 11-transistor circuit"),
+        ("where 1- e holds", "where 1- e holds"),
+        ("high-dimensional and well-known", "high-dimensional and well-known"),
+        ("our \\citettaddy13mnir proposed", "our (taddy13mnir) proposed"),
+        ("control \\citeBoydIOC,ng00irl, treats", "control (BoydIOC,ng00irl), treats"),
+        ("as \\citep*{a,b} showed", "as (a,b) showed"),
+        ("as \\citeauthor{smith} showed", "as (smith) showed"),
+    ],
+)
+def test_broken_words_and_glued_citations_read_as_words(text: str, expected: str) -> None:
+    assert plain_text(text) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.from_regex(r"[A-Za-z]{1,8}(-[a-z]{1,6})?", fullmatch=True)
+        | st.sampled_from(["- ", "-", " and ", " or ", "1", " "]),
+        min_size=1,
+        max_size=20,
+    ).map(" ".join)
+)
+def test_rejoining_broken_words_keeps_every_letter_and_every_compound(text: str) -> None:
+    text = " ".join(text.split())
+    out = dehyphenate(text)
+    assert re.sub(r"[\s-]", "", out) == re.sub(r"[\s-]", "", text)  # no letter lost or added
+    for compound in re.findall(r"(?<![\w-])[A-Za-z]+-[a-z]+(?![\w-])", text):
+        assert compound in out  # a hyphenated word with no space in it is never merged
+    if "- " not in text:
+        assert out == text
 
 
 def test_paper_ids_do_not_change_with_the_renderer() -> None:

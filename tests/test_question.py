@@ -128,6 +128,16 @@ def test_third_person(verb: str, third: str) -> None:
             True,
             "DASHA [1] reports that Simplicial Embeddings (SEM) are representations.",
         ),
+        (  # a closed-class word is never a name, whatever follows it
+            "On ImageNet, the model reaches 76.1% top-1 accuracy.",
+            True,
+            "DASHA [1] reports that on ImageNet, the model reaches 76.1% top-1 accuracy.",
+        ),
+        (
+            "To obtain our results, we prove a new concentration bound.",
+            False,
+            "To obtain their results, it proves a new concentration bound [1].",
+        ),
     ],
 )
 def test_framing_in_the_third_person(sentence: str, first: bool, framed: str) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from app import question as q
 from app.answer import CANNOT_ANSWER, defuse, not_stated, subject
 from app.llm.base import Provider, Reply
 from core.models import Source
-from core.text import sentence_spans
+from core.text import FUNCTION_WORDS, sentence_spans
 from core.tokens import words
 from ingest.embed import Embedder
 
@@ -30,6 +30,7 @@ OWN_PLACES = 6  # of which the most relevant paper may take this many
 FIT_WEIGHT = 0.2  # a sentence of the asked-for shape (a number for "how much") gains this
 SECOND_GAP = 0.2  # a second sentence of the best paper joins when this close to the best
 OTHER_GAP = 0.08  # ...and a sentence of another paper, when this close
+LISTED_SHARE = 0.75  # a listing lists the papers with this share of the best one's relevance
 
 
 @dataclass
@@ -39,6 +40,12 @@ class Candidate:
     position: int
     score: float = 0.0
     vector: np.ndarray | None = None  # the sentence's embedding, once it is embedded
+    parts: dict[int, float] = field(default_factory=dict)  # cheap score for each part asked
+
+    @property
+    def reach(self) -> float:
+        """What the shortlist ranks by: the best cheap score for the question or any part."""
+        return max([self.score, *self.parts.values()])
 
 
 class ExtractiveProvider(Provider):
@@ -55,7 +62,11 @@ class ExtractiveProvider(Provider):
     def _answer(self, question: str, sources: list[Source]) -> Iterator[str]:
         listing = q.is_listing(question)
         sides = None if listing else q.comparison_sides(question)
-        pool = sources[:MAX_SENTENCES] if listing else sources[:CANDIDATE_PAPERS]
+        if listing:  # a line for each paper about as relevant as the best
+            best = max(s.relevance for s in sources)
+            pool = [s for s in sources if s.relevance >= LISTED_SHARE * best]
+        else:
+            pool = sources[:CANDIDATE_PAPERS]
         about, name = ([], "") if listing or sides else _about(question, sources)
         if about:  # the question names a method or paper: it is among the sentences weighed
             pool = list({id(s): s for s in [*about[:CANDIDATE_PAPERS], *pool]}.values())
@@ -76,58 +87,52 @@ class ExtractiveProvider(Provider):
         ):
             yield not_stated(about[0], measure, name)
             return
-        self._score_words(question, q.wanted(question), candidates)
-        candidates = self._shortlist(candidates, per_paper=2 if listing else MAX_EMBEDDED)
-        self._score_meaning(question, candidates)
+        asked = [question] if listing or sides else q.parts(question)
+        for cand, score in zip(candidates, _word_scores(question, candidates), strict=True):
+            cand.score = score
+        if len(asked) > 1:  # each part's best sentences reach the shortlist too
+            for i, part in enumerate(asked):
+                for cand, score in zip(candidates, _word_scores(part, candidates), strict=True):
+                    cand.parts[i] = score
         if about:  # ... and only what mentions it is quoted: never another paper's number
-            mine = [c for c in candidates if any(c.source is s for s in about)]
-            candidates = mine or candidates
+            candidates = [c for c in candidates if any(c.source is s for s in about)] or candidates
+        if listing:  # one sentence a paper, for every paper shown
+            limit = max(MAX_EMBEDDED, 2 * len({id(c.source) for c in candidates}))
+            candidates = self._shortlist(candidates, per_paper=2, limit=limit)
+        else:
+            candidates = self._shortlist(candidates, per_paper=MAX_EMBEDDED)
+        self._score_meaning(question, candidates)
         if listing:
             chosen = [max(mine, key=lambda c: c.score) for mine in _by_paper(candidates)]
         elif sides:
             chosen = self._compare(sides, candidates)
+        elif len(asked) > 1:
+            chosen = self._per_part(asked, candidates)
         else:
             chosen = _best_sentences(candidates)
         yield from render(chosen, listing)
 
     @staticmethod
-    def _score_words(question: str, kinds: list[q.Wanted], candidates: list[Candidate]) -> None:
-        """The cheap part of the score: the question's words the sentence shares, weighted by
-        how few candidate sentences share them ("chronically overlooked" says more than the
-        topic words every sentence repeats), the words it adds, whether it has the shape of
-        the answer, and how relevant its paper is."""
-        q_terms = set(words([question])[0])
-        terms = [set(t) for t in words([c.sentence for c in candidates])]
-        df = {t: sum(t in mine for mine in terms) for t in q_terms}
-        weight = {t: math.log(1 + len(terms) / n) for t, n in df.items() if n}
-        total = sum(weight.values()) or 1.0
-        for cand, mine in zip(candidates, terms, strict=True):
-            overlap = sum(w for t, w in weight.items() if t in mine) / total
-            novelty = len(mine - q_terms) / len(mine) if mine else 0.0
-            cand.score = 0.25 * overlap + 0.25 * cand.source.score + 0.05 * novelty
-            cand.score += FIT_WEIGHT * q.fit(kinds, question, cand.sentence)
-            if kinds != ["general"] and q.is_background(cand.sentence):
-                cand.score -= 0.05
-
-    @staticmethod
-    def _shortlist(candidates: list[Candidate], per_paper: int) -> list[Candidate]:
+    def _shortlist(
+        candidates: list[Candidate], per_paper: int, limit: int = MAX_EMBEDDED
+    ) -> list[Candidate]:
         """The best candidates by the cheap score, in their original order: embedding sentences
         is the costly step. Most places go to the most relevant paper, whose sentences answer
         most questions (up to ``per_paper``); the others share what is left, MAX_EMBEDDED in
         all. The cheap score misses a sentence that says the answer in other words
         ("DTW layer" for "dynamic time warping"), so the best paper's sentences all get in."""
         top = max(candidates, key=lambda c: c.source.score).source
-        ranked = sorted(range(len(candidates)), key=lambda i: -candidates[i].score)
+        ranked = sorted(range(len(candidates)), key=lambda i: -candidates[i].reach)
         alone = all(c.source is top for c in candidates)  # a question about one named paper
-        own_limit = min(per_paper, MAX_EMBEDDED if alone else OWN_PLACES)
+        own_limit = min(per_paper, limit if alone else OWN_PLACES)
         keep = [i for i in ranked if candidates[i].source is top][:own_limit]
-        others_limit = MAX_EMBEDDED - own_limit
+        others_limit = limit - own_limit
         taken: dict[int, int] = {}
         for i in ranked:
             paper = id(candidates[i].source)
             if candidates[i].source is top or taken.get(paper, 0) >= per_paper:
                 continue
-            if sum(taken.values()) >= others_limit or len(keep) >= MAX_EMBEDDED:
+            if sum(taken.values()) >= others_limit or len(keep) >= limit:
                 break
             taken[paper] = taken.get(paper, 0) + 1
             keep.append(i)
@@ -143,6 +148,35 @@ class ExtractiveProvider(Provider):
             cand.vector = vector
         for cand, sim in zip(candidates, self._similarity(question, candidates), strict=True):
             cand.score += float(sim)
+
+    def _per_part(self, asked: list[str], candidates: list[Candidate]) -> list[Candidate]:
+        """A sentence for each part of a many-part question, from the one paper that answers
+        the parts best together (the sum of its best score for each); a part whose best
+        sentence is already chosen takes its next best, so each part adds a sentence."""
+        scores = np.array(
+            [
+                [c.parts[i] for c in candidates] + self._similarity(part, candidates)
+                for i, part in enumerate(asked)
+            ]
+        )
+        papers = _by_paper(candidates)
+        at = {id(c): j for j, c in enumerate(candidates)}
+
+        def fitness(paper: list[Candidate]) -> float:
+            return float(sum(max(scores[i, at[id(c)]] for c in paper) for i in range(len(asked))))
+
+        paper = max(papers, key=fitness)
+        chosen: list[Candidate] = []
+        for i in range(len(asked)):
+            order = sorted(paper, key=lambda c: -scores[i, at[id(c)]])
+            pick = next((c for c in order if c not in chosen), None)
+            if pick is not None and len(chosen) < MAX_SENTENCES:
+                chosen.append(pick)
+        # ... and what the whole question finds best fills the places left
+        for cand in _best_sentences(candidates):
+            if len(chosen) < MAX_SENTENCES and cand not in chosen:
+                chosen.append(cand)
+        return chosen
 
     def _similarity(self, text: str, candidates: list[Candidate]) -> np.ndarray:
         """Cosine similarity of ``text`` to each (already embedded) candidate sentence."""
@@ -162,6 +196,29 @@ class ExtractiveProvider(Provider):
             if pick is not None:
                 chosen.append(pick)
         return chosen or _best_sentences(candidates)
+
+
+def _word_scores(question: str, candidates: list[Candidate]) -> list[float]:
+    """The cheap part of the score: the question's words the sentence shares, weighted by how
+    few candidate sentences share them ("chronically overlooked" says more than the topic words
+    every sentence repeats), the words it adds, whether it has the shape of the answer, and how
+    relevant its paper is."""
+    kinds = q.wanted(question)
+    q_terms = set(words([question])[0])
+    terms = [set(t) for t in words([c.sentence for c in candidates])]
+    df = {t: sum(t in mine for mine in terms) for t in q_terms}
+    weight = {t: math.log(1 + len(terms) / n) for t, n in df.items() if n}
+    total = sum(weight.values()) or 1.0
+    scores = []
+    for cand, mine in zip(candidates, terms, strict=True):
+        overlap = sum(w for t, w in weight.items() if t in mine) / total
+        novelty = len(mine - q_terms) / len(mine) if mine else 0.0
+        score = 0.25 * overlap + 0.25 * cand.source.score + 0.05 * novelty
+        score += FIT_WEIGHT * q.fit(kinds, question, cand.sentence)
+        if kinds != ["general"] and q.is_background(cand.sentence):
+            score -= 0.05
+        scores.append(score)
+    return scores
 
 
 def _about(question: str, sources: list[Source]) -> tuple[list[Source], str]:
@@ -214,7 +271,8 @@ _SELF_LEAD = re.compile(r"^(?:in this (?:paper|work|study|article)|here|herein),
 _CONNECTIVE = re.compile(
     r"^(?:however|furthermore|moreover|additionally|in addition|specifically|finally|also|"
     r"in particular|notably|importantly|overall|lastly|first|second|third|then|next|thus|"
-    r"therefore|consequently|further|besides|in contrast|instead|meanwhile|hence),\s+",
+    r"therefore|consequently|further|besides|in contrast|instead|meanwhile|hence|but|yet|"
+    r"nevertheless|nonetheless|on the other hand|to this end|in this regard),?\s+",
     re.IGNORECASE,
 )
 _RESEARCH_VERBS = [
@@ -313,7 +371,7 @@ def frame(sentence: str, who: str, marker: int, first: bool, context: str = "") 
         if m.group("we").lower() == "we":  # "This paper addresses" is third person already
             verb = third_person(verb)
             rest = _AND_VERB.sub(lambda v: f"{v.group(1)} {third_person(v.group(2))}", rest)
-        lead, adv = m.group("lead"), m.group("adv")
+        lead, adv = _voice(m.group("lead")), m.group("adv")
         if _SELF_LEAD.match(lead):
             lead = ""  # "In this paper, we propose" -> "DecDTW [1] proposes"
         if first:
@@ -323,7 +381,8 @@ def frame(sentence: str, who: str, marker: int, first: bool, context: str = "") 
     body = _voice(body)
     first_word, _, after = body.partition(" ")
     first_word = first_word.rstrip(",;:")
-    if (
+    closed = first_word.casefold() in FUNCTION_WORDS and first_word != "I"  # "On ImageNet"
+    if closed or (
         first_word.istitle()
         and first_word.isalpha()
         and not _KEEP_CAPITAL.match(first_word)
