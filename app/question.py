@@ -8,6 +8,7 @@ background sentence that merely repeats the question's words.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Literal
 
 Wanted = Literal["quantity", "name", "finding", "application", "method", "reason", "general"]
@@ -164,10 +165,10 @@ def is_listing(question: str) -> bool:
     return bool(_LISTING.search(question))
 
 
-_PART_BREAK = re.compile(
-    r"\s*(?:[;,]\s*(?:and\s+|but\s+|while\s+)?|\s+(?:and|but|while)\s+)"
-    r"(?=(?:what|which|how|why|where|when|who|whom|does|do|did|is|are|was|were|can|could|has|"
-    r"have)\b)",
+_WH = r"(?:what|which|how|why|where|when|who|whom)\b"
+_PART_BREAK = re.compile(  # "..., what ...", "... and does it ...": not "..., such as X, were"
+    rf"\s*(?:(?:;\s*|,?\s+(?:and|but|while)\s+)(?=(?:(?:on|in|for|with|from|by|at|to|under|"
+    rf"against)\s+)?{_WH}|(?:does|do|did|is|are|was|were|can|could|has|have)\b)|,\s*(?={_WH}))",
     re.IGNORECASE,
 )
 
@@ -217,27 +218,113 @@ _MEASURE = re.compile(
     r"\b(?:what|which)\s+(?:(?:is|was|are|were)\s+)?(?:(?:the|its|their)\s+)?"
     r"(?P<measure>(?:[\w-]+\s+){0,2}?(?:accuracy|error(?: rate)?|perplexity|bleu(?: score)?|"
     r"rouge(?:-\w+)?(?: score)?|f1(?: score)?|auc|success rate|win rate|speed-?up|throughput|"
-    r"compression ratio))\b"
+    r"compression ratio|precision|recall|m?ap|iou|psnr|ssim|fid|inception score))\b"
     r"|\bby how (?P<margin>much|many\b)",
     re.IGNORECASE,
 )
 
 
-def asked_measure(question: str) -> str | None:
-    """The value a question asks for, as the answer names it ("its top-1 accuracy", "the
-    margin"), or None when it asks for none that only a number states."""
-    m = _MEASURE.search(question)
-    if m is None:
-        return None
-    return f"its {m.group('measure')}" if m.group("measure") else "the margin"
+_HOW_MANY = re.compile(r"\bhow many (?P<noun>(?:[\w-]+\s+){0,2}?[\w-]+s)\b", re.IGNORECASE)
+_COST = re.compile(
+    r"\b(?:how long (?:does|did|do) (?:[\w'-]+ ){1,8}?(?:take|need)|how (?:much|long) (?:time|"
+    r"memory)|(?:what|which) (?:is|was|are) (?:the|its|their) (?:[\w-]+\s+){0,2}?(?:cost|"
+    r"complexity|run-?time|running time|training time|wall-clock time|memory footprint))\b",
+    re.IGNORECASE,
+)
+_NAMED_DETAIL = re.compile(
+    r"\b(?:which|what)\s+(?:(?:[\w-]+\s+){0,3}?)(?P<noun>datasets?|data sets?|benchmarks?|"
+    r"corpus|corpora|robots?|robot arms?|hardware|GPUs?)\b(?!\s+(?:sizes?|splits?|dimensions?))",
+    re.IGNORECASE,
+)
+_NUMBER_WORDS = re.compile(
+    r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|"
+    r"thirty|fifty|hundreds?|thousands?|millions?|billions?|dozens?|single|a pair of|twice)\b",
+    re.IGNORECASE,
+)
+_COMPLEXITY = re.compile(
+    r"\bO\(|\b(?:linear|quadratic|cubic|logarithmic|polynomial|sublinear|exponential|"
+    r"constant)(?:ly)?\b|\b(?:seconds|minutes|hours|days|faster|slower)\b",
+    re.IGNORECASE,
+)
+_GLUED_NUMBER = re.compile(r"(?<![\w.-])\d+(?:\.\d+)?[A-Za-z]{1,2}\b")  # "2D", "1M", "7B"
+_ORDER = re.compile(r"\b[oOΩΘ]\(|\bsqrt|√")
+_DATA_CUE = re.compile(
+    r"\b(?:datasets?|data sets?|benchmarks?|corpus|corpora|experiments?|evaluat\w*|tested|"
+    r"validated|results? on|applied to|real[- ]world|robots?|arms?|hardware|GPUs?|platforms?|"
+    r"collected|recorded|images? from|reviews|forums)\b",
+    re.IGNORECASE,
+)
+_MID_NAME = re.compile(r"(?<=[\w,;:()] )(?:[A-Z][\w-]*[A-Z0-9][\w-]*|[A-Z][a-z]{2,}[\w-]*)")
+
+
+@dataclass(frozen=True)
+class Detail:
+    """A detail a question asks of one paper that only some sentences can state: ``what`` as
+    the answer names it ("its top-1 accuracy"), ``needs`` what a stating sentence holds."""
+
+    what: str
+    needs: Literal["number", "cost", "name"]
+    about: str = ""  # a number states it only next to this word ("arms"), or with a unit
+
+
+def asked_detail(question: str) -> Detail | None:
+    """The detail a question asks for that a paper's abstract may simply not state: a value
+    only a number gives ("what top-1 accuracy", "by how much", "how many arms"), a cost ("how
+    long does it take"), or a named dataset, benchmark or robot ("which dataset ..."). None
+    for what any sentence may answer in words (how, why, which approach)."""
+    if m := _MEASURE.search(question):
+        if not m.group("measure"):
+            return Detail("the margin", "number")
+        return Detail(f"its {m.group('measure')}", "number", m.group("measure").split()[-1])
+    if re.search(r"\bhow accurate(?:ly)?\b", question, re.IGNORECASE):
+        return Detail("how accurate it is", "number")
+    if m := _HOW_MANY.search(question):
+        noun = m.group("noun")
+        return Detail(f"the number of {noun}", "number")
+    if m := _COST.search(question):
+        return Detail("its cost in time or memory", "cost")
+    if m := _NAMED_DETAIL.search(question):
+        noun = m.group("noun").lower()
+        used = "was evaluated on" if noun[:3] in ("dat", "ben", "cor") else "used"
+        return Detail(f"which {noun} it {used}", "name")
+    return None
+
+
+def states(detail: Detail, sentence: str, asked: str) -> bool:
+    """Whether ``sentence`` can state ``detail``: a number, a cost, or a name that ``asked``
+    (the question, and the paper's title) does not hold, in a sentence about data, experiments
+    or hardware."""
+    if detail.needs in ("number", "cost"):  # "o(k) items", "2D" and "linear time" answer too
+        words = _NUMBER_WORDS if detail.needs == "number" else _COMPLEXITY
+        if detail.about and detail.about.casefold() not in sentence.casefold():
+            return has_quantity(sentence) == 2  # "76.1% on ImageNet" states an accuracy
+        return bool(
+            has_quantity(sentence)
+            or _GLUED_NUMBER.search(sentence)
+            or _ORDER.search(sentence)
+            or words.search(sentence)
+        )
+    if not _DATA_CUE.search(sentence):
+        return False
+    known = {w.casefold() for w in re.findall(r"[\w-]+", asked)}
+    return any(n.group(0).casefold() not in known for n in _MID_NAME.finditer(sentence))
 
 
 def mentions(text: str, name: str) -> bool:
-    """Whether ``text`` names ``name`` (as a word, case-insensitive: "i-RevNet", "DASHA")."""
-    return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE) is not None
+    """Whether ``text`` names ``name`` (as a word, case-insensitive: "i-RevNet", "DASHA"), or
+    spells out the acronym it is ("Markov decision process" for "MDP")."""
+    if re.search(rf"(?<![\w-]){re.escape(name)}s?(?![\w-])", text, re.IGNORECASE) is not None:
+        return True
+    letters = name[:-1] if name.endswith("s") and name[:-1].isupper() else name
+    if not (letters.isupper() and letters.isalpha() and 2 <= len(letters) <= 6):
+        return False
+    spelled = r"[\s-]+".join(rf"{c}[a-z]{{2,}}" for c in letters)
+    return re.search(rf"\b{spelled}", text, re.IGNORECASE) is not None
 
 
-_TITLED = re.compile(r"(?<=[a-z,;:] )[A-Z][a-z]+(?:[ -][A-Z][a-z]+)+\b")  # "Momentum Screening"
+_TITLED = re.compile(  # "Momentum Screening", "Variational Bi-LSTM"
+    r"(?<=[a-z,;:] )[A-Z][a-z]+(?:[ -](?:[A-Z][a-z]+|[A-Z]{2,}[A-Za-z0-9]*))+(?![\w-])"
+)
 
 
 def named_things(question: str) -> list[str]:

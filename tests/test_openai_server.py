@@ -43,7 +43,8 @@ def server(llm_server: str) -> str:
 
 def llm_settings(sample_settings: Settings, url: str, **extra: object) -> Settings:
     update = {"llm": "openai", "openai_base_url": url, "openai_api_key": SecretStr(KEY)}
-    update |= {"llm_model": "smollm2", "top_k": 2, "llm_max_tokens": 80, **extra}
+    update |= {"llm_model": "smollm2", "top_k": 2, "listing_top_k": 2, "llm_max_tokens": 80}
+    update |= extra
     return sample_settings.model_copy(update=update)
 
 

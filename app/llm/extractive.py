@@ -61,7 +61,9 @@ class ExtractiveProvider(Provider):
 
     def _answer(self, question: str, sources: list[Source]) -> Iterator[str]:
         listing = q.is_listing(question)
-        sides = None if listing else q.comparison_sides(question)
+        split = [question] if listing else q.parts(question)
+        # "what accuracy ..., and how does that compare with X?" asks two things of one paper
+        sides = None if listing or len(split) > 1 else q.comparison_sides(question)
         if listing:  # a line for each paper about as relevant as the best
             best = max(s.relevance for s in sources)
             pool = [s for s in sources if s.relevance >= LISTED_SHARE * best]
@@ -79,15 +81,20 @@ class ExtractiveProvider(Provider):
         if not candidates:
             yield CANNOT_ANSWER
             return
-        measure = q.asked_measure(question)
-        if (
-            about
-            and measure
-            and not any(q.has_quantity(c.sentence) for c in candidates if c.source is about[0])
+        # a detail asked of one paper (the one it names, else the best found) that its
+        # abstract does not state is said to be missing, not taken from another paper; a
+        # many-part question is answered if any part can be
+        details = [q.asked_detail(part) for part in q.parts(question)]
+        target = about[0] if about else sources[0]
+        mine = [c.sentence for c in candidates if c.source is target]
+        asked_of = f"{question} {target.title}"
+        if all(details) and not any(
+            q.states(d, sentence, asked_of) for d in details if d for sentence in mine
         ):
-            yield not_stated(about[0], measure, name)
+            what = " or ".join(dict.fromkeys(d.what for d in details if d))
+            yield not_stated(target, what, name)
             return
-        asked = [question] if listing or sides else q.parts(question)
+        asked = [question] if sides else split
         for cand, score in zip(candidates, _word_scores(question, candidates), strict=True):
             cand.score = score
         if len(asked) > 1:  # each part's best sentences reach the shortlist too
@@ -172,8 +179,8 @@ class ExtractiveProvider(Provider):
             pick = next((c for c in order if c not in chosen), None)
             if pick is not None and len(chosen) < MAX_SENTENCES:
                 chosen.append(pick)
-        # ... and what the whole question finds best fills the places left
-        for cand in _best_sentences(candidates):
+        # ... and what the whole question finds best in that paper fills the places left
+        for cand in _best_sentences(paper):
             if len(chosen) < MAX_SENTENCES and cand not in chosen:
                 chosen.append(cand)
         return chosen
@@ -225,12 +232,17 @@ def _about(question: str, sources: list[Source]) -> tuple[list[Source], str]:
     """The sources that mention what the question names, best first, and that name: of the
     things it names (a method, a model, a dataset), the one the fewest sources mention.
     ([], "") when it names nothing they mention."""
-    best: tuple[list[Source], str] = ([], "")
+    found = []
     for name in q.named_things(question):
         hits = [s for s in sources if q.mentions(f"{s.title}\n{s.text}", name)]
-        if hits and (not best[0] or len(hits) < len(best[0])):
-            best = (hits, name)
-    return best
+        # "... on Penn Treebank", "... in MuJoCo": a dataset the thing asked about is run on
+        where = re.search(rf"\b(?:on|in|for|from|using)\s+(?:the\s+)?{re.escape(name)}", question)
+        if hits:
+            found.append((where is not None, len(hits), hits, name))
+    if not found:
+        return [], ""
+    _, _, hits, name = min(found, key=lambda f: (f[0], f[1]))
+    return hits, name
 
 
 def _by_paper(candidates: list[Candidate]) -> list[list[Candidate]]:
