@@ -264,7 +264,7 @@ class Detail:
 
     what: str
     needs: Literal["number", "cost", "name"]
-    about: str = ""  # a number states it only next to this word ("arms"), or with a unit
+    word: str = ""  # a number states it only next to this word ("accuracy"), or with a unit
 
 
 def asked_detail(question: str) -> Detail | None:
@@ -290,24 +290,31 @@ def asked_detail(question: str) -> Detail | None:
     return None
 
 
-def states(detail: Detail, sentence: str, asked: str) -> bool:
-    """Whether ``sentence`` can state ``detail``: a number, a cost, or a name that ``asked``
-    (the question, and the paper's title) does not hold, in a sentence about data, experiments
-    or hardware."""
-    if detail.needs in ("number", "cost"):  # "o(k) items", "2D" and "linear time" answer too
-        words = _NUMBER_WORDS if detail.needs == "number" else _COMPLEXITY
-        if detail.about and detail.about.casefold() not in sentence.casefold():
-            return has_quantity(sentence) == 2  # "76.1% on ImageNet" states an accuracy
-        return bool(
+def states(detail: Detail, sentences: list[str], asked: str) -> bool:
+    """Whether one of ``sentences`` can state ``detail``: a number, a cost, or a name that
+    ``asked`` (the question, and the paper's title) does not hold, in a sentence about data,
+    experiments or hardware."""
+    if detail.needs == "name":
+        known = {w.casefold() for w in re.findall(r"[\w-]+", asked)}
+        return any(
+            n.group(0).casefold() not in known
+            for sentence in sentences
+            if _DATA_CUE.search(sentence)
+            for n in _MID_NAME.finditer(sentence)
+        )
+    words = _NUMBER_WORDS if detail.needs == "number" else _COMPLEXITY
+    for sentence in sentences:  # "o(k) items", "2D" and "linear time" answer too
+        if detail.word and detail.word.casefold() not in sentence.casefold():
+            if has_quantity(sentence) == 2:  # "76.1% on ImageNet" states an accuracy
+                return True
+        elif (
             has_quantity(sentence)
             or _GLUED_NUMBER.search(sentence)
             or _ORDER.search(sentence)
             or words.search(sentence)
-        )
-    if not _DATA_CUE.search(sentence):
-        return False
-    known = {w.casefold() for w in re.findall(r"[\w-]+", asked)}
-    return any(n.group(0).casefold() not in known for n in _MID_NAME.finditer(sentence))
+        ):
+            return True
+    return False
 
 
 def mentions(text: str, name: str) -> bool:

@@ -133,6 +133,16 @@ def test_third_person(verb: str, third: str) -> None:
             True,
             "DASHA [1] reports that on ImageNet, the model reaches 76.1% top-1 accuracy.",
         ),
+        (  # a connective leans on a sentence not shown; "Overall" without a comma is a word
+            "But the bound is loose.",
+            True,
+            "DASHA [1] reports that the bound is loose.",
+        ),
+        (
+            "Overall performance improves by 3%.",
+            True,
+            "DASHA [1] reports that overall performance improves by 3%.",
+        ),
         (
             "To obtain our results, we prove a new concentration bound.",
             False,

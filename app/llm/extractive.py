@@ -84,13 +84,11 @@ class ExtractiveProvider(Provider):
         # a detail asked of one paper (the one it names, else the best found) that its
         # abstract does not state is said to be missing, not taken from another paper; a
         # many-part question is answered if any part can be
-        details = [q.asked_detail(part) for part in q.parts(question)]
+        details = [q.asked_detail(part) for part in split]
         target = about[0] if about else sources[0]
         mine = [c.sentence for c in candidates if c.source is target]
         asked_of = f"{question} {target.title}"
-        if all(details) and not any(
-            q.states(d, sentence, asked_of) for d in details if d for sentence in mine
-        ):
+        if all(details) and not any(q.states(d, mine, asked_of) for d in details if d):
             what = " or ".join(dict.fromkeys(d.what for d in details if d))
             yield not_stated(target, what, name)
             return
@@ -236,7 +234,9 @@ def _about(question: str, sources: list[Source]) -> tuple[list[Source], str]:
     for name in q.named_things(question):
         hits = [s for s in sources if q.mentions(f"{s.title}\n{s.text}", name)]
         # "... on Penn Treebank", "... in MuJoCo": a dataset the thing asked about is run on
-        where = re.search(rf"\b(?:on|in|for|from|using)\s+(?:the\s+)?{re.escape(name)}", question)
+        where = re.search(
+            rf"\b(?:on|in|for|from|using)\s+(?:the\s+)?{re.escape(name)}", question, re.I
+        )
         if hits:
             found.append((where is not None, len(hits), hits, name))
     if not found:
@@ -283,8 +283,8 @@ _SELF_LEAD = re.compile(r"^(?:in this (?:paper|work|study|article)|here|herein),
 _CONNECTIVE = re.compile(
     r"^(?:however|furthermore|moreover|additionally|in addition|specifically|finally|also|"
     r"in particular|notably|importantly|overall|lastly|first|second|third|then|next|thus|"
-    r"therefore|consequently|further|besides|in contrast|instead|meanwhile|hence|but|yet|"
-    r"nevertheless|nonetheless|on the other hand|to this end|in this regard),?\s+",
+    r"therefore|consequently|further|besides|in contrast|instead|meanwhile|hence|yet),\s+|"
+    r"^(?:but|nevertheless|nonetheless|on the other hand|to this end|in this regard),?\s+",
     re.IGNORECASE,
 )
 _RESEARCH_VERBS = [

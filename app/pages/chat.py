@@ -23,7 +23,15 @@ with st.sidebar:
     if st.button("New conversation", icon=":material/add_comment:", use_container_width=True):
         st.session_state.messages = []
     st.subheader("Retrieval")
-    k = st.slider("Papers per answer (top-k)", 1, 20, settings.top_k, key="top_k")
+    k = st.slider(
+        "Papers per answer (top-k)",
+        1,
+        20,
+        settings.top_k,
+        key="top_k",
+        help=f'Left at {settings.top_k}, a listing question ("which papers ...?") gets '
+        f"{settings.listing_top_k}.",
+    )
     years = sorted(int(y) for y in stats.years if y.isdigit())
     year_range: tuple[int, int] | None = None
     if len(years) > 1:
@@ -95,7 +103,7 @@ if prompt:
             for event in service.stream(
                 question,
                 history=history,
-                k=k,
+                k=None if k == settings.top_k else k,  # the service's own choice
                 year_from=year_range[0] if year_range and year_range[0] != years[0] else None,
                 year_to=year_range[1] if year_range and year_range[1] != years[-1] else None,
                 venue=venues or None,
