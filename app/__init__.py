@@ -11,15 +11,16 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from app.service import QAService
+    from app.engine.service import QAService
+    from app.fronts.langchain_adapters import as_retriever, as_runnable
     from core.models import Answer, Source
 
-__all__ = ["Answer", "QAService", "ask", "related"]
+__all__ = ["Answer", "QAService", "as_retriever", "as_runnable", "ask", "related"]
 
 
 @lru_cache(maxsize=1)
 def _service() -> QAService:
-    from app.service import QAService
+    from app.engine.service import QAService
 
     return QAService()
 
@@ -42,11 +43,15 @@ def related(paper_id: str, k: int = 5) -> list[Source]:
 
 def __getattr__(name: str) -> Any:
     if name == "QAService":
-        from app.service import QAService
+        from app.engine.service import QAService
 
         return QAService
     if name == "Answer":
         from core.models import Answer
 
         return Answer
+    if name in ("as_retriever", "as_runnable"):  # the LangChain front, loaded only when asked
+        from app.fronts import langchain_adapters
+
+        return getattr(langchain_adapters, name)
     raise AttributeError(name)

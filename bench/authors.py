@@ -21,7 +21,7 @@ from corpus import CORPUS, read_records
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.service import QAService  # noqa: E402
+from app.engine.service import QAService  # noqa: E402
 from core.models import Filters  # noqa: E402
 from core.text import name_tokens, same_author  # noqa: E402
 

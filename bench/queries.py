@@ -22,7 +22,7 @@ from typing import cast
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.service import QAService  # noqa: E402
+from app.engine.service import QAService  # noqa: E402
 from core.models import Filters, Mode  # noqa: E402
 from core.settings import get_settings  # noqa: E402
 

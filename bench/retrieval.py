@@ -22,7 +22,7 @@ from corpus import CORPUS, read_records
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.retrieve import Fusion, Retriever  # noqa: E402
+from app.engine.retrieve import Fusion, Retriever  # noqa: E402
 from core.models import Mode  # noqa: E402
 from core.settings import get_settings  # noqa: E402
 from ingest.pipeline import ingest  # noqa: E402

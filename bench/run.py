@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import shutil
 import subprocess
 import sys
@@ -47,10 +46,6 @@ model.max_seq_length = LocalEmbeddings.WINDOW
 model.encode(texts, batch_size=settings.embed_batch_size, normalize_embeddings=True)
 print(json.dumps({"chunks": len(texts), "s": time.perf_counter() - t}))
 """
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
 def run(cmd: list[str], env: dict[str, str]) -> tuple[str, float, float]:

@@ -277,7 +277,7 @@ def open_collection(
         try:
             with reaching(client):
                 col = client.get_collection(name, embedding_function=None)
-        except (NotFoundError, ValueError):  # ValueError: chroma's "does not exist" before 1.0
+        except NotFoundError:
             return None
     return ChunkCollection(col, batch_size, client)
 
@@ -286,5 +286,5 @@ def delete_collection(client: ClientAPI, name: str) -> None:
     try:
         with reaching(client):
             client.delete_collection(name)
-    except (NotFoundError, ValueError):  # none to delete
+    except NotFoundError:  # none to delete
         return

@@ -70,7 +70,7 @@ def sample_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
 
 @pytest.fixture(scope="session")
 def sample_service(sample_settings: Settings) -> Any:
-    from app.service import QAService
+    from app.engine.service import QAService
 
     return QAService(sample_settings)
 
@@ -174,7 +174,7 @@ def start_app(monkeypatch: pytest.MonkeyPatch, data_dir: Path, **env: str) -> An
     monkeypatch.setenv("AQA_DATA_DIR", str(data_dir))
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    at = AppTest.from_file(str(ROOT / "app" / "streamlit_app.py"), default_timeout=180)
+    at = AppTest.from_file(str(ROOT / "app" / "ui" / "streamlit_app.py"), default_timeout=180)
     at.run()
     assert not at.exception, at.exception
     return at

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from app.answer import CANNOT_ANSWER, check_citations, format_sources, is_not_stated
-from app.prompts import load_prompt
-from app.service import QAService
+from app.engine.service import QAService
+from app.providers.prompts import load_prompt
+from app.providers.wording import CANNOT_ANSWER, check_citations, format_sources, is_not_stated
 from core.errors import ConfigError, EmptyIndexError, IndexNotFoundError, InputError
 from core.models import Answer, Filters, Source
 from core.tokens import count_tokens
@@ -186,7 +186,7 @@ def test_the_local_filtered_scan_ranks_as_chromas_own_filter(
 ) -> None:
     """Filtered dense search scans the vectors held beside BM25; Chroma's `where` over the same
     collection must give the same chunks in the same order."""
-    from app.retrieve import scan
+    from app.engine.retrieve import scan
 
     retriever = sample_service.retriever
     at = retriever.open()

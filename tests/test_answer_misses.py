@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.service import QAService
+from app.engine.service import QAService
 from core.models import Answer
 from tests.conftest import make_settings
 

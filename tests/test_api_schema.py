@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.api import create_app
+from app.fronts.api import create_app
 from core.errors import ERRORS
 from tests.conftest import api_server, make_settings
 
@@ -26,7 +26,11 @@ def schemathesis(url: str, workdir: Path, *args: str) -> str:
     whose summary is printed."""
     command = [
         str(ST), "run", f"{url}/openapi.json", "--checks", "all", "--seed", "20240601",
-        "--generation-database", "none", "--workers", "1", "--no-color", *args,
+        "--generation-database", "none", "--workers", "1", "--no-color",
+        # Hypothesis' too_slow check times the generator, not the server: on a loaded 2-core
+        # machine it failed a fresh clone's make test (POST /ask, 602 cases all passed). Timing
+        # is not a behaviour of the API (speed lives in benchmarks); every other check stays.
+        "--suppress-health-check", "too_slow", *args,
     ]  # fmt: skip
     # in workdir: no schemathesis.toml of a developer's is read, and nothing is written here
     done = subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=600)

@@ -18,7 +18,7 @@ from typing import ClassVar
 import pytest
 from pydantic import SecretStr
 
-from app.service import QAService
+from app.engine.service import QAService
 from core.errors import ConfigError, IndexNotFoundError, StoreUnreachableError
 from core.settings import Settings
 from ingest.pipeline import ingest
@@ -80,7 +80,7 @@ def test_ingest_ask_and_reingest_through_a_chroma_server(chroma_port: int, tmp_p
 QUERIER = """
 import sys, time
 from pathlib import Path
-from app.service import QAService
+from app.engine.service import QAService
 from core.settings import get_settings
 service = QAService(get_settings())
 done, deadline, i = Path(sys.argv[1]), time.monotonic() + 300, 0

@@ -60,7 +60,7 @@ def test_most_sample_abstracts_stay_one_chunk() -> None:
 
 
 def test_a_sentence_two_chunks_share_is_shown_once() -> None:
-    from app.retrieve import joined
+    from app.engine.retrieve import joined
     from store.records import StoredChunk
 
     def chunk(index: int, text: str) -> StoredChunk:

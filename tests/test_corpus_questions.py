@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from app.filters import parse_filters
-from app.service import QAService
+from app.engine.service import QAService
+from app.query.filters import parse_filters
 from core.errors import InputError
 from core.text import same_author
 from tests.conftest import EXE, make_settings, start_app

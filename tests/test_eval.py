@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from app.evaluate import EvalReport, known_paper_ids, load_questions, normalise, run_eval
-from app.service import QAService
+from app.engine.service import QAService
+from app.evaluation.harness import EvalReport, known_paper_ids, load_questions, normalise, run_eval
 from core.errors import InputError
 from core.settings import Settings
 from tests.conftest import EXE, ROOT
@@ -135,7 +135,7 @@ def test_the_cli_writes_reports_and_a_comparison_chart(
 def test_the_judge_is_optional_and_silent_without_a_chat_model(
     report: EvalReport, sample_service: QAService
 ) -> None:
-    from app.evaluate import judge
+    from app.evaluation.harness import judge
 
     answer = sample_service.ask("What is DASHA?")
     assert judge(sample_service, answer) is None  # extractive: no model to ask

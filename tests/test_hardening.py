@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from chromadb.api.client import SharedSystemClient
 
-from app.answer import defuse, format_sources, is_refusal
-from app.service import QAService
-from app.ui import answer_html, source_card
+from app.engine.service import QAService
+from app.providers.wording import defuse, format_sources, is_refusal
+from app.ui.shared import answer_html, source_card
 from core.errors import InputError
 from core.models import Answer
 from core.settings import Settings

@@ -152,7 +152,7 @@ def test_a_new_latex_renderer_updates_in_place_and_re_embeds_only_changed_text(
     import ingest.chunk
     import ingest.pipeline
     import store.records
-    from app.retrieve import Retriever
+    from app.engine.retrieve import Retriever
 
     corpus = write_jsonl(
         tmp_path / "latex.jsonl",

@@ -10,14 +10,15 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda, RunnableParallel, RunnablePassthrough
 
-from app.service import QAService
+from app import as_retriever, as_runnable
+from app.engine.service import QAService
 from core.models import Answer
 from core.settings import Settings
 from tests.conftest import ROOT, assert_citations_real, paper_id_containing
 
 
 def test_the_retriever_returns_documents_with_paper_metadata(sample_service: QAService) -> None:
-    retriever = sample_service.as_retriever(k=3)
+    retriever = as_retriever(sample_service, k=3)
     assert isinstance(retriever, BaseRetriever)
     docs = retriever.invoke("dynamic time warping")
     assert len(docs) == 3 and all(isinstance(d, Document) for d in docs)
@@ -27,7 +28,7 @@ def test_the_retriever_returns_documents_with_paper_metadata(sample_service: QAS
         assert doc.page_content
     expected = sample_service.search("dynamic time warping", k=3)
     assert [d.metadata["paper_id"] for d in docs] == [s.paper_id for s in expected]
-    recent = sample_service.as_retriever(k=3, year_from=2024).invoke("federated learning")
+    recent = as_retriever(sample_service, k=3, year_from=2024).invoke("federated learning")
     assert len(recent) == 3 and all(d.metadata["year"] == 2024 for d in recent)
 
 
@@ -37,9 +38,9 @@ def test_a_user_chain_composes_the_retriever_and_the_answer_runnable(
     # what a LangChain user writes: a parallel step, our parts, their own formatting
     chain = RunnableParallel(
         question=RunnablePassthrough(),
-        papers=sample_service.as_retriever(k=4)
+        papers=as_retriever(sample_service, k=4)
         | RunnableLambda(lambda docs: [d.metadata["paper_id"] for d in docs]),
-        answer=sample_service.as_runnable(k=4),
+        answer=as_runnable(sample_service, k=4),
     ) | RunnableLambda(lambda out: {**out, "cited": [c.paper_id for c in out["answer"].citations]})
     result = chain.invoke("What is DASHA?")
     dasha = paper_id_containing("We develop and analyze DASHA")
@@ -50,7 +51,7 @@ def test_a_user_chain_composes_the_retriever_and_the_answer_runnable(
 
 
 def test_the_answer_runnable_invokes_batches_and_streams(sample_service: QAService) -> None:
-    runnable = sample_service.as_runnable()
+    runnable = as_runnable(sample_service)
     questions = ["What is DASHA?", {"question": "What is DecDTW?", "k": 2}, "What do bees eat?"]
     answers = runnable.batch(questions)
     assert [a.abstained for a in answers] == [False, False, True]

@@ -1,18 +1,19 @@
 """LangChain's own standard retriever tests (langchain-tests), unchanged, over the sample index:
-once for `AbstractsRetriever` built directly and once for `QAService.as_retriever`."""
+once for `AbstractsRetriever` built directly and once for `as_retriever(service)`."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pytest
 from langchain_core.retrievers import BaseRetriever
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 
-from app.chains import AbstractsRetriever
-from app.service import QAService
+from app.engine.service import QAService
+from app.fronts.langchain_adapters import AbstractsRetriever, as_retriever
 
 # The suite's async test needs a runner. pytest-asyncio runs in strict mode here, and its mark on
 # a module warns on every sync test; anyio's plugin takes the mark for coroutine tests only.
@@ -49,16 +50,16 @@ class TestAbstractsRetriever(OverTheSample):
         return {"service": self.service}
 
 
-class TestServiceAsRetriever(OverTheSample):
+class TestAsRetriever(OverTheSample):
     @property
     def retriever_constructor(self) -> Callable[..., BaseRetriever]:  # type: ignore[override]
-        return self.service.as_retriever  # the suite only calls it with keyword arguments
+        return partial(as_retriever, self.service)  # the suite calls it with keywords only
 
 
 def test_k_and_filters_given_per_call_win_sync_and_async(sample_service: QAService) -> None:
     """What the suite leaves out: a call's ``k`` in ``ainvoke``, ``batch`` and ``abatch``, beside
     the retriever's filters; a call's own filters; LangChain's ``verbose`` call option."""
-    retriever = sample_service.as_retriever(k=4, year_from=2024)
+    retriever = as_retriever(sample_service, k=4, year_from=2024)
     query = "federated learning"
     expected = [s.paper_id for s in sample_service.search(query, k=2, year_from=2024)]
     assert len(expected) == 2

@@ -1,59 +1,63 @@
-"""The layer rule (bench/layers.py): core <- store <- ingest <- app, the vendors of the store
-behind it, and the providers free of both."""
+"""The layers and the roles (pyproject's [tool.importlinter] contracts, checked by import-linter):
+core <- store <- ingest <- app; inside app query <- providers <- engine <- ui, evaluation <- fronts;
+only the store imports Chroma and BM25; no import circle anywhere."""
 
 from __future__ import annotations
 
-import importlib.util
+import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 from tests.conftest import ROOT
 
-
-def layers() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("layers", ROOT / "bench" / "layers.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["layers"] = module  # dataclasses look their module up while it loads
-    spec.loader.exec_module(module)
-    return module
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
-def test_the_code_keeps_its_layers() -> None:
-    rule = layers()
-    graph = rule.read_graph(ROOT)
-    assert {"core.models", "store.index", "ingest.pipeline", "app.service"} <= set(graph.imports)
-    assert rule.violations(graph) == []
+def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache"],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+    )
 
 
-def test_the_rule_catches_an_import_against_the_layers(tmp_path: Path) -> None:
-    for package, source in {
-        "core": "from app.service import QAService\n",
-        "store": "import chromadb\nfrom core import models\n",
-        "ingest": "def f():\n    from app import ui\n",
-        "app": "import chromadb\n",
-        "app/llm": "from store import index\n",
-    }.items():
-        (tmp_path / package).mkdir(parents=True)
-        (tmp_path / package / "__init__.py").write_text("")
-        (tmp_path / package / "x.py").write_text(source)
-    for name in ("service", "ui"):
-        (tmp_path / "app" / f"{name}.py").write_text("")
-    (tmp_path / "store" / "index.py").write_text("import bm25s\n")
-    found = layers().violations(layers().read_graph(tmp_path))
-    assert "core.x imports app.service: core may import only core" in found
-    assert any(line.startswith("ingest.x imports app.ui") for line in found)  # inside a function
-    assert "app.x imports chromadb: only the store may" in found
-    assert "app.llm.x pulls in bm25s through store.index" in found
-    assert not any(line.startswith("store.x") for line in found)
+def test_the_code_keeps_its_layers_and_roles() -> None:
+    done = lint_imports(ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "5 kept, 0 broken" in done.stdout
+
+
+def test_the_contracts_catch_an_import_against_them(tmp_path: Path) -> None:
+    """A copy of the tree with three bad imports: an engine module importing a front (which also
+    closes a circle, since the fronts import the engine), ingest importing the app inside a
+    function, and a provider importing the store."""
+    for package in ("core", "store", "ingest", "app"):
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("*.pyc"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    (tmp_path / "app" / "engine" / "x.py").write_text("from app.fronts import cli\n")
+    (tmp_path / "ingest" / "x.py").write_text("def f():\n    from app.ui import shared\n")
+    (tmp_path / "app" / "providers" / "x.py").write_text("from store import index\n")
+    done = lint_imports(tmp_path)
+    assert done.returncode == 1
+    out = done.stdout
+    assert "app.engine is not allowed to import app.fronts" in out
+    assert "ingest is not allowed to import app" in out
+    assert "app.providers.x -> store.index" in out
+    assert "Contracts: 1 kept, 4 broken." in out
 
 
 def test_importing_a_layer_loads_nothing_above_it() -> None:
     """What Python really loads: a provider without Chroma or BM25, ingest without the app."""
     checks = {
-        "app.llm.extractive, app.llm.openai, app.llm.base": ("chromadb", "bm25s", "store"),
+        "app.providers.extractive, app.providers.openai, app.providers.base": (
+            "chromadb",
+            "bm25s",
+            "store",
+        ),
+        "app.engine.service": ("app.fronts", "app.ui", "fastapi", "mcp", "streamlit"),
         "ingest.pipeline, ingest.read, ingest.chunk": ("app",),
         "store.index": ("app", "ingest"),
         "core.models, core.settings, core.text, core.tokens": ("app", "ingest", "store"),

@@ -17,7 +17,7 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, TextContent, TextResourceContents
 
-from app.mcp_server import create_server
+from app.fronts.mcp_server import create_server
 from core.models import Answer, IndexStats, Paper, Source
 from core.settings import Settings
 from ingest.read import read_paths

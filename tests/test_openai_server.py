@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from app.answer import is_not_stated
-from app.prompts import load_prompt
-from app.service import QAService
-from core.errors import IndexMismatchError, ProviderError
+from app.engine.service import QAService
+from app.providers.prompts import load_prompt
+from app.providers.wording import is_not_stated
+from core.errors import ConfigError, IndexMismatchError, ProviderError
 from core.models import Answer
 from core.settings import Settings
 from tests.conftest import (
@@ -163,7 +163,7 @@ def test_the_judge_grades_through_the_server_in_a_call_of_its_own(
     """`eval --judge` asks the chat model to grade each answer: a real request in JSON mode,
     whose reply is kept, whose scores (when the model gives them) are 1-5, and which leaves the
     graded answers, their usage included, as they were."""
-    from app.evaluate import judge, load_questions, run_eval
+    from app.evaluation.harness import judge, load_questions, run_eval
 
     grader = QAService(llm_settings(sample_settings, server, llm_max_tokens=120))
     answers = [sample_service.ask("What is DASHA?")]
@@ -224,3 +224,24 @@ def test_openai_embeddings_end_to_end_against_a_real_embeddings_endpoint(
         assert_citations_real(answer)
     with pytest.raises(IndexMismatchError, match="smol-embed"):
         QAService(make_settings(data_dir=tmp_path / "index")).ask("What is DASHA?")
+
+
+def test_llamacpp_failures_are_typed_errors_with_the_fix(
+    sample_settings: Settings, tmp_path: Path
+) -> None:
+    """A file llama.cpp cannot read is a setting to fix (ConfigError, naming the file); a failure
+    while answering (here a prompt far over the model's context) is a ProviderError: the errors
+    every front maps, never a raw exception."""
+    junk = tmp_path / "notamodel.gguf"
+    junk.write_bytes(b"GGUF but not really")
+    bad = sample_settings.model_copy(update={"llm": "llamacpp", "llm_model_path": junk})
+    with pytest.raises(ConfigError, match=r"notamodel\.gguf"):
+        QAService(bad).ask("What is DASHA?")
+    from app.providers.llamacpp import LlamaCppProvider
+
+    settings = sample_settings.model_copy(
+        update={"llm": "llamacpp", "llm_model_path": gguf_path(), "llm_max_tokens": 10}
+    )
+    provider = LlamaCppProvider(settings)
+    with pytest.raises(ProviderError, match=r"llama\.cpp failed"):
+        list(provider.stream([("user", "federated learning " * 4000)]))

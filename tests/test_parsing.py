@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.answer import CANNOT_ANSWER, check_citations, is_refusal
-from app.filters import parse_filters
-from app.llm.base import Reply
+from app.providers.base import Reply
+from app.providers.wording import CANNOT_ANSWER, check_citations, is_refusal
+from app.query.filters import parse_filters
 from core.models import Answer, Citation, Filters, Source, Usage
 
 VENUES = {"ICLR", "NeurIPS", "ICML"}

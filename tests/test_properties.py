@@ -13,7 +13,7 @@ from tempfile import TemporaryDirectory
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from app.answer import check_citations
+from app.providers.wording import check_citations
 from core.models import Source
 from core.tokens import count_tokens
 from ingest.chunk import split_spans

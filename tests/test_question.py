@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app import question as q
-from app.llm.extractive import frame, third_person
+from app.providers.extractive import frame, third_person
+from app.query import question as q
 from core.models import Source
 
 
@@ -155,7 +155,7 @@ def test_framing_in_the_third_person(sentence: str, first: bool, framed: str) ->
 
 
 def test_an_untitled_paper_is_named_by_what_it_introduces() -> None:
-    from app.answer import subject
+    from app.providers.wording import subject
 
     source = Source(
         marker=1,
@@ -175,7 +175,7 @@ def test_an_untitled_paper_is_named_by_what_it_introduces() -> None:
 
 
 def test_the_relevance_threshold_grows_with_the_index_unless_fixed() -> None:
-    from app.answer import relevance, relevance_threshold
+    from app.providers.wording import relevance, relevance_threshold
 
     assert relevance_threshold(65) == pytest.approx(0.42, abs=0.005)  # the bundled sample
     assert relevance_threshold(23_800) == pytest.approx(0.77, abs=0.005)  # the 22k corpus

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.retrieve import RRF_K, PaperHit, Passage, Ranking, by_paper, fuse, merge_hits, scan
+from app.engine.retrieve import RRF_K, PaperHit, Passage, Ranking, by_paper, fuse, merge_hits, scan
 from core.models import Filters
 from store.bm25 import BM25Index
 from store.records import StoredChunk

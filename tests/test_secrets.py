@@ -85,7 +85,7 @@ def test_the_app_never_displays_the_key(
     monkeypatch.setenv("OPENAI_API_KEY", CANARY)
     monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")
     monkeypatch.setenv("AQA_LLM_MAX_RETRIES", "0")
-    at = AppTest.from_file(str(ROOT / "app" / "streamlit_app.py"), default_timeout=180)
+    at = AppTest.from_file(str(ROOT / "app" / "ui" / "streamlit_app.py"), default_timeout=180)
     at.run()
     at.chat_input[0].set_value("What is DASHA?").run()
     page = "\n".join(str(p) for p in protos(at._tree))

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.answer import CANNOT_ANSWER
-from app.ui import escape, linked
+from app.providers.wording import CANNOT_ANSWER
+from app.ui.shared import escape, linked
 from core.settings import Settings
 from tests.conftest import start_app
 
@@ -46,8 +46,13 @@ def test_filters_change_what_is_retrieved(
     at = start_app(monkeypatch, sample_settings.data_dir)
     at.slider(key="years").set_value((2024, 2024)).run()
     at.chat_input[0].set_value("Which papers study federated learning?").run()
-    cards = re.findall(r'<div class="aqa-muted">[^<]*?(\d{4}) · relevance', shown(at))
+    cards = re.findall(r'<div class="aqa-muted">[^<]*?(\d{4}) · score', shown(at))
     assert cards and set(cards) == {"2024"}
+    # a figure keeps its name: the card's relevance is the Answer's (as in the API, CLI and MCP)
+    answer = at.session_state.messages[-1]["answer"]
+    expected = {f"{s.score:.2f}/{s.relevance:.2f}" for s in answer.cited_sources}
+    figures = re.findall(r"· score ([\d.]+) · relevance ([\d.]+)</div>", shown(at))
+    assert expected and expected <= {f"{a}/{b}" for a, b in figures}
     assert "Filters: years from 2024" in " ".join(str(c.value) for c in at.caption)
 
 

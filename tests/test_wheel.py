@@ -20,8 +20,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.server]
 SHIPPED = (
     "prompts/answer.system.txt",
     "prompts/judge.user.txt",
-    "app/pages/chat.py",
-    "app/pages/ingest.py",
+    "app/ui/pages/chat.py",
+    "app/ui/pages/ingest.py",
     "ingest/sample/iclr2024.txt",
     "core/py.typed",
 )

@@ -35,7 +35,7 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.service import QAService
+from app.engine.service import QAService
 from core.errors import (
     ERRORS,
     AQAError,

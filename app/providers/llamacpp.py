@@ -5,13 +5,27 @@ from __future__ import annotations
 import atexit
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
-from app.llm.base import ChatProvider
-from core.errors import ConfigError
+from app.providers.base import ChatProvider
+from core.errors import ConfigError, ProviderError
 from core.models import Usage
 from core.settings import Settings
+
+
+@contextmanager
+def _failing_as_provider_error(model: str) -> Iterator[None]:
+    """A failure inside llama.cpp (context overflow, a bad grammar, out of memory) as the
+    provider error every front maps, not a raw exception."""
+    try:
+        yield
+    except (ValueError, RuntimeError, OSError, MemoryError) as exc:
+        raise ProviderError(
+            f"llama.cpp failed while answering with {model}: {exc}. Try a shorter question or "
+            "fewer sources (AQA_TOP_K), or another model."
+        ) from exc
 
 
 @lru_cache(maxsize=2)
@@ -42,11 +56,17 @@ class LlamaCppProvider(ChatProvider):
                 "AQA_LLM=llamacpp needs llama-cpp-python: pip install 'abstract-qa[llamacpp]'."
             ) from exc
         self.model = path.name
-        self.llama = _load(str(path))
+        try:
+            self.llama = _load(str(path))
+        except (ValueError, RuntimeError, OSError) as exc:  # llama.cpp: "Failed to load model"
+            raise ConfigError(
+                f"llama.cpp could not load {path} ({exc}): AQA_LLM_MODEL_PATH must name a GGUF "
+                "chat model this llama-cpp-python can read."
+            ) from exc
 
     def stream(self, messages: list[tuple[str, str]], json: bool = False) -> Iterator[str | Usage]:
         chat = [{"role": role, "content": text} for role, text in messages]
-        with self._lock:
+        with self._lock, _failing_as_provider_error(self.model):
             for part in self.llama.create_chat_completion(
                 messages=chat,
                 stream=True,

@@ -18,10 +18,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from app.answer import format_sources
-from app.llm.base import ChatProvider
-from app.prompts import load_prompt
-from app.service import QAService
+from app.engine.service import QAService
+from app.providers.base import ChatProvider
+from app.providers.prompts import load_prompt
+from app.providers.wording import format_sources
 from core.errors import InputError
 from core.models import MODES, Answer, Mode
 from core.settings import Settings

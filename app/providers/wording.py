@@ -7,7 +7,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from app import question as q
+from app.query import question as q
 from core.models import Citation, Source
 from core.text import sentence_spans
 from core.tokens import count_tokens, words

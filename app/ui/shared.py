@@ -9,14 +9,13 @@ from __future__ import annotations
 import html
 import re
 import time
-from typing import Any
 
 import pandas as pd
 import streamlit as st
 
-from app.llm import answers_off_machine
-from app.llm.base import resolve_llm
-from app.service import QAService
+from app.engine.service import QAService
+from app.providers import answers_off_machine
+from app.providers.base import resolve_llm
 from core.errors import AQAError
 from core.models import Answer, IndexStats, Source
 from core.settings import Settings, get_settings
@@ -78,6 +77,13 @@ def highlight(text: str, sentences: list[str]) -> str:
     return "".join(out)
 
 
+def figures(source: Source) -> str:
+    """A source's figures under the names every front gives them (`Source.score`,
+    `Source.relevance`); relevance only where it was computed (an answer's sources)."""
+    shown = f"score {source.score:.2f}"
+    return shown + (f" · relevance {source.relevance:.2f}" if source.relevance else "")
+
+
 def source_card(source: Source, supporting: list[str]) -> str:
     """One source as an HTML card: title (linked when known), authors, venue and year, score,
     and the passage with its supporting sentences highlighted."""
@@ -91,7 +97,7 @@ def source_card(source: Source, supporting: list[str]) -> str:
         f'<div class="aqa-card"><div class="aqa-head"><b>[{source.marker}]</b> {title}'
         f"{derived if source.title_derived else ''}</div>"
         f'<div class="aqa-muted">{authors}{" — " if authors and meta else ""}{meta}'
-        f" · relevance {source.score:.2f}</div>"
+        f" · {figures(source)}</div>"
         f'<div class="aqa-snippet">{highlight(source.text, supporting)}</div></div>'
     )
 
@@ -281,7 +287,3 @@ def render_answer(answer: Answer, key: str = "0") -> None:
         with st.expander(f"Other retrieved passages ({len(others)})"):
             for source in others:
                 st.markdown(source_card(source, []), unsafe_allow_html=True)
-
-
-def answer_from_state(data: Any) -> Answer:
-    return data if isinstance(data, Answer) else Answer.model_validate(data)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ipaddress import ip_address
 from urllib.parse import urlsplit
 
-from app.llm.base import Provider, resolve_llm
+from app.providers.base import Provider, resolve_llm
 from core.settings import Settings
 from ingest.embed import Embedder
 
@@ -14,14 +14,14 @@ from ingest.embed import Embedder
 def get_provider(settings: Settings, embedder: Embedder) -> Provider:
     kind = resolve_llm(settings)
     if kind == "extractive":
-        from app.llm.extractive import ExtractiveProvider
+        from app.providers.extractive import ExtractiveProvider
 
         return ExtractiveProvider(embedder)
     if kind == "openai":
-        from app.llm.openai import OpenAIProvider
+        from app.providers.openai import OpenAIProvider
 
         return OpenAIProvider(settings)
-    from app.llm.llamacpp import LlamaCppProvider
+    from app.providers.llamacpp import LlamaCppProvider
 
     return LlamaCppProvider(settings)
 

@@ -1,11 +1,11 @@
 """LangChain-native access: our retrieval as a `BaseRetriever`, our answer path as a `Runnable`.
 
     from langchain_core.runnables import RunnableLambda
-    from app import QAService
+    from app import QAService, as_retriever, as_runnable
 
     service = QAService()
-    docs = service.as_retriever(k=3).invoke("federated learning")  # paper ids in metadata
-    chain = service.as_runnable() | RunnableLambda(lambda a: [c.paper_id for c in a.citations])
+    docs = as_retriever(service, k=3).invoke("federated learning")  # paper ids in metadata
+    chain = as_runnable(service) | RunnableLambda(lambda a: [c.paper_id for c in a.citations])
     chain.invoke("What is DASHA?")
 
 Both go through `QAService`: the same filters, relevance and citation check as `ask`.
@@ -29,7 +29,7 @@ from pydantic import ConfigDict, Field, field_validator
 from core.models import Answer, Source
 
 if TYPE_CHECKING:
-    from app.service import QAService
+    from app.engine.service import QAService
 
 
 def to_document(source: Source) -> Document:
@@ -119,3 +119,15 @@ class AnswerRunnable(Runnable[str | dict[str, Any], Answer]):
     ) -> Iterator[str | Answer]:
         question, options = self._split(input)
         yield from self.service.stream(question, **options)
+
+
+def as_retriever(service: QAService, k: int | None = None, **options: Any) -> AbstractsRetriever:
+    """``service``'s search as a LangChain `BaseRetriever`: ``k`` papers per query (the
+    ``top_k`` setting unless given), ``options`` as for `QAService.search`. A call's own ``k``
+    and options win: ``retriever.invoke(query, k=3)``, ``await retriever.ainvoke(query, k=3)``."""
+    return AbstractsRetriever(service=service, k=k, options=options)
+
+
+def as_runnable(service: QAService, **options: Any) -> AnswerRunnable:
+    """``service``'s answer path as a LangChain `Runnable` (options as for `QAService.stream`)."""
+    return AnswerRunnable(service, **options)

@@ -1,4 +1,4 @@
-"""The Streamlit front end: `streamlit run app/streamlit_app.py` (or `make run`)."""
+"""The Streamlit front end: `streamlit run app/ui/streamlit_app.py` (or `make run`)."""
 
 from __future__ import annotations
 

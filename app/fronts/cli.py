@@ -134,7 +134,7 @@ def ask_command(
     mode: str = typer.Option("hybrid", "--mode", help="Retrieval: " + ", ".join(MODES) + "."),
 ) -> None:
     """Answer a question from the indexed abstracts, citing them."""
-    from app.service import QAService
+    from app.engine.service import QAService
 
     if mode not in MODES:
         raise typer.BadParameter(f"choose one of {', '.join(MODES)}", param_hint="--mode")
@@ -178,6 +178,8 @@ def _print_answer(answer: Answer, already_streamed: bool) -> None:
     for source in shown:
         meta = ", ".join(str(x) for x in (source.venue, source.year) if x)
         line = f"[{source.marker}] {source.title} ({meta}) score {source.score:.2f}"
+        if source.relevance:
+            line += f", relevance {source.relevance:.2f}"
         out.print(
             f"{line} - {source.paper_id}",
             markup=False,
@@ -192,7 +194,7 @@ def related_command(
     as_json: bool = typer.Option(False, "--json", help="Print the papers as JSON."),
 ) -> None:
     """The papers nearest to one paper of the index ("more like this")."""
-    from app.service import QAService
+    from app.engine.service import QAService
 
     sources = QAService().related(paper_id, k)
     if as_json:
@@ -201,7 +203,7 @@ def related_command(
     for source in sources:
         meta = ", ".join(str(x) for x in (source.venue, source.year) if x)
         out.print(
-            f"[{source.marker}] {source.title} ({meta}) similarity {source.score:.2f} - "
+            f"[{source.marker}] {source.title} ({meta}) score {source.score:.2f} - "
             f"{source.paper_id}",
             markup=False,
             highlight=False,
@@ -227,8 +229,14 @@ def eval_command(
     ),
 ) -> None:
     """Run a question set through ask() and report retrieval, citations, answers, abstention."""
-    from app.evaluate import known_paper_ids, load_questions, parse_variant, run_eval, write_reports
-    from app.service import QAService
+    from app.engine.service import QAService
+    from app.evaluation.harness import (
+        known_paper_ids,
+        load_questions,
+        parse_variant,
+        run_eval,
+        write_reports,
+    )
 
     settings = get_settings()
     qs = load_questions(questions, known_paper_ids(settings))
@@ -258,7 +266,7 @@ def eval_command(
         payload = [r.model_dump() for r in reports]
         typer.echo(json.dumps(payload[0] if len(payload) == 1 else payload, indent=2))
         return
-    from app.evaluate import markdown
+    from app.evaluation.harness import markdown
 
     out.print(markdown(reports), markup=False, highlight=False)
 
@@ -290,7 +298,7 @@ def _preload_app() -> None:
     """Load the model and the index into the app's cache while Streamlit starts."""
     import logging
 
-    from app import ui
+    from app.ui import shared as ui
 
     # outside a page run Streamlit warns that there is no script context: expected here
     logging.getLogger("streamlit.runtime.scriptrunner_utils").setLevel(logging.ERROR)
@@ -308,7 +316,7 @@ def app_command(
     """The Streamlit app, from wherever the package is installed (what `make run` starts)."""
     from streamlit.web import cli as streamlit_cli
 
-    page = Path(__file__).resolve().parent / "streamlit_app.py"
+    page = Path(__file__).resolve().parents[1] / "ui" / "streamlit_app.py"
     out.print(f"Open http://{host}:{port} (Ctrl-C stops the app)", highlight=False)
     threading.Thread(target=_preload_app, daemon=True, name="aqa-preload").start()
     # the options of .streamlit/config.toml, which an installed package has no folder for
@@ -326,7 +334,7 @@ def serve_command(
     """The HTTP API (OpenAPI docs at /docs): ask, ask streamed, search, papers, stats, ingest."""
     import uvicorn
 
-    from app.api import create_app, is_loopback
+    from app.fronts.api import create_app, is_loopback
 
     base = get_settings()
     settings = base.model_copy(
@@ -343,7 +351,7 @@ def serve_command(
 @cli.command("mcp")
 def mcp_command() -> None:
     """An MCP server over stdio (tools: ask, search, get_paper) for assistants and editors."""
-    from app.mcp_server import main as serve_mcp
+    from app.fronts.mcp_server import main as serve_mcp
 
     serve_mcp()
 

@@ -11,7 +11,7 @@ from typing import Literal
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from app.question import names
+from app.query.question import names
 from core.errors import PaperNotFoundError
 from core.models import Filters, Mode, Source, paper_of
 from core.settings import Settings
@@ -63,10 +63,6 @@ class PaperHit:
     def head(self) -> StoredChunk:
         """The best passage's chunk: it carries the paper's metadata."""
         return self.passages[0].chunk
-
-    @property
-    def fused(self) -> float:
-        return max(p.fused for p in self.passages)
 
     @property
     def similarity(self) -> float:

@@ -10,7 +10,7 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_openai import ChatOpenAI
 
-from app.llm.base import ChatProvider
+from app.providers.base import ChatProvider
 from core.errors import ConfigError, ProviderError
 from core.models import Usage
 from core.settings import Settings

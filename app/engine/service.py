@@ -12,9 +12,13 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from app.answer import (
+from app.engine.count import count_papers, describe
+from app.engine.retrieve import PaperHit, Retriever, merge_hits, to_sources
+from app.providers import Provider, get_provider
+from app.providers.base import History
+from app.providers.wording import (
     CANNOT_ANSWER,
     check_citations,
     is_not_stated,
@@ -23,21 +27,14 @@ from app.answer import (
     relevance_threshold,
     subject,
 )
-from app.count import count_papers, describe
-from app.filters import parse_filters
-from app.llm import Provider, get_provider
-from app.llm.base import History
-from app.question import comparison_sides, count_topic, is_count, is_listing
-from app.retrieve import PaperHit, Retriever, merge_hits, to_sources
+from app.query.filters import parse_filters
+from app.query.question import comparison_sides, count_topic, is_count, is_listing
 from core.errors import EmptyIndexError, IndexNotFoundError, InputError, PaperNotFoundError
 from core.models import Answer, Filters, Mode, Paper, Source, Usage
 from core.settings import Settings, get_settings
 from core.tokens import truncate
 from ingest.embed import get_embedder
 from store.index import Snapshot
-
-if TYPE_CHECKING:
-    from app.chains import AbstractsRetriever, AnswerRunnable
 
 MAX_QUERY_TOKENS = 256  # what retrieval reads of a very long question
 
@@ -120,20 +117,6 @@ class QAService:
         """How many papers a question gets when the caller does not say: a listing ("which
         papers ...?") lists more than a single fact needs."""
         return self.settings.listing_top_k if is_listing(question) else self.settings.top_k
-
-    def as_retriever(self, k: int | None = None, **options: Any) -> AbstractsRetriever:
-        """This service's search as a LangChain `BaseRetriever`: ``k`` papers per query (the
-        ``top_k`` setting unless given), ``options`` as for `search`. A call's own ``k`` and
-        options win: ``retriever.invoke(query, k=3)``, ``await retriever.ainvoke(query, k=3)``."""
-        from app.chains import AbstractsRetriever
-
-        return AbstractsRetriever(service=self, k=k, options=options)
-
-    def as_runnable(self, **options: Any) -> AnswerRunnable:
-        """This service's answer path as a LangChain `Runnable` (options as for `stream`)."""
-        from app.chains import AnswerRunnable
-
-        return AnswerRunnable(self, **options)
 
     def related(self, paper_id: str, k: int = 5) -> list[Source]:
         """The ``k`` papers nearest to ``paper_id`` in the index ("more like this")."""

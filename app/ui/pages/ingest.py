@@ -7,7 +7,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app import ui
+from app.ui import shared as ui
 from core.errors import AQAError
 from ingest.pipeline import ingest
 from ingest.read import FORMATS

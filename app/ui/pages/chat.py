@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import streamlit as st
 
-from app import ui
+from app.ui import shared as ui
 from core.errors import AQAError
 from core.models import Answer
 
@@ -80,7 +80,7 @@ for i, message in enumerate(st.session_state.messages):
         if message["role"] == "user":
             st.markdown(ui.escape(message["content"]), unsafe_allow_html=True)
         else:
-            ui.render_answer(ui.answer_from_state(message["answer"]), key=str(i))
+            ui.render_answer(message["answer"], key=str(i))
 
 prompt = st.chat_input("Ask about the papers, e.g. “Which papers study federated learning?”")
 ignore: list[str] = []

@@ -8,7 +8,7 @@ from collections import Counter
 
 import numpy as np
 
-from app.retrieve import Retriever
+from app.engine.retrieve import Retriever
 from core.models import Counts, Filters
 from store.index import Snapshot
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app import question as q
-from app.answer import CANNOT_ANSWER, defuse, not_stated, subject
-from app.llm.base import Provider, Reply
+from app.providers.base import Provider, Reply
+from app.providers.wording import CANNOT_ANSWER, defuse, not_stated, subject
+from app.query import question as q
 from core.models import Source
 from core.text import FUNCTION_WORDS, sentence_spans
 from core.tokens import words

@@ -23,8 +23,8 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, ToolAnnotations
 from pydantic import Field
 
-from app.llm import answers_off_machine, embeds_off_machine
-from app.service import QAService
+from app.engine.service import QAService
+from app.providers import answers_off_machine, embeds_off_machine
 from core.errors import AQAError, InputError, PaperNotFoundError
 from core.models import Answer, Filters, IndexStats, Mode, Paper, Source
 from core.settings import Settings, get_settings

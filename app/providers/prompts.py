@@ -12,7 +12,7 @@ from core.errors import ConfigError
 # The `prompts` package installs beside `app` (site-packages/prompts, or the checkout's prompts/).
 # Found by path, not by importing it: Streamlit puts app/ first on sys.path, where `prompts`
 # would be this module.
-PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 
 VARIABLES: dict[str, set[str]] = {
     "answer.system": {"refusal"},

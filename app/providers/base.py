@@ -11,8 +11,8 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 
-from app.answer import CANNOT_ANSWER, format_sources
-from app.prompts import load_prompt
+from app.providers.prompts import load_prompt
+from app.providers.wording import CANNOT_ANSWER, format_sources
 from core.models import Source, Usage
 from core.settings import Settings
 
