@@ -371,3 +371,18 @@ def test_only_an_answer_that_says_the_detail_is_missing_counts_as_not_stated(
     text: str, stated: bool
 ) -> None:
     assert is_not_stated(text) is not stated
+
+
+def test_filters_arrive_as_one_record_or_as_its_keywords(sample_service: QAService) -> None:
+    """Every front passes one `Filters` record; Python callers may give its keywords instead.
+    Both select the same papers; both at once, or a misspelt filter, is refused."""
+    question = "federated learning"
+    record = Filters(year_from=2024, venues=["ICLR"])
+    by_record = sample_service.search(question, k=4, filters=record)
+    by_keywords = sample_service.search(question, k=4, year_from=2024, venue="ICLR")
+    assert by_record and [s.paper_id for s in by_record] == [s.paper_id for s in by_keywords]
+    assert all(s.year == 2024 for s in by_record)
+    with pytest.raises(TypeError, match="not both"):
+        sample_service.search(question, filters=record, year_from=2023)
+    with pytest.raises(TypeError, match="venues"):
+        sample_service.search(question, venues=["ICLR"])

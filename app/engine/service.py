@@ -52,25 +52,28 @@ class Asked:
     usage: Usage | None = None
 
 
-def as_list(value: str | list[str] | None) -> list[str]:
-    return [value] if isinstance(value, str) else list(value or [])
+FILTER_KEYWORDS = ("year_from", "year_to", "venue", "decision", "authors")
 
 
-def filters_given(
-    year_from: int | None = None,
-    year_to: int | None = None,
-    venue: str | list[str] | None = None,
-    decision: str | list[str] | None = None,
-    authors: str | list[str] | None = None,
-) -> Filters:
-    """The filters a caller gave explicitly (they win over what the question says)."""
-    return Filters(
-        year_from=year_from,
-        year_to=year_to,
-        venues=as_list(venue),
-        decisions=as_list(decision),
-        authors=as_list(authors),
-    )
+def the_filters(filters: Filters | None, given: dict[str, Any]) -> Filters:
+    """The filters a caller gave explicitly: the record whole, or (the Python convenience) its
+    keywords, a name or a list each. Both at once, or an unknown keyword, is an error."""
+    unknown = sorted(set(given) - set(FILTER_KEYWORDS))
+    if unknown:
+        raise TypeError(f"unknown option(s) {', '.join(unknown)}: filters are {FILTER_KEYWORDS}")
+    if filters is not None:
+        if any(v is not None for v in given.values()):
+            raise TypeError("give the filters as one Filters record or as keywords, not both")
+        return filters
+    lists = {
+        field: [value] if isinstance(value, str) else list(value or [])
+        for field, value in (
+            ("venues", given.get("venue")),
+            ("decisions", given.get("decision")),
+            ("authors", given.get("authors")),
+        )
+    }
+    return Filters(year_from=given.get("year_from"), year_to=given.get("year_to"), **lists)
 
 
 def clean_question(question: str) -> str:
@@ -135,22 +138,21 @@ class QAService:
         *,
         history: History | None = None,
         k: int | None = None,
-        year_from: int | None = None,
-        year_to: int | None = None,
-        venue: str | list[str] | None = None,
-        decision: str | list[str] | None = None,
-        authors: str | list[str] | None = None,
+        filters: Filters | None = None,
         ignore: list[str] | None = None,
         mode: Mode = "hybrid",
+        **given: Any,
     ) -> Iterator[str | Answer]:
         """Answer text as it is produced (str pieces), then the full typed `Answer`.
 
-        ``authors`` filters by author (names as people write them); ``ignore`` names filters
-        not to read from the question ("year", "venues", "decisions", "authors"): the app's
-        one-click removal of a filter the question seemed to state."""
+        ``filters``: the `Filters` record every front builds (they win over what the question
+        says); as a convenience the keywords ``year_from``, ``year_to``, ``venue``,
+        ``decision`` and ``authors`` build it here. ``ignore`` names filters not to read from
+        the question ("year", "venues", "decisions", "authors"): the app's one-click removal of
+        a filter the question seemed to state."""
         started = time.perf_counter()
         timings: dict[str, float] = {}
-        explicit = filters_given(year_from, year_to, venue, decision, authors)
+        explicit = the_filters(filters, given)
         asked, at = self._prepare(question, history or [], explicit, ignore or [], timings)
         k = k or self.top_k(asked.standalone)
         if is_count(asked.standalone):
@@ -180,14 +182,14 @@ class QAService:
         question: str,
         *,
         k: int | None = None,
+        filters: Filters | None = None,
         ignore: list[str] | None = None,
         mode: Mode = "hybrid",
-        **filters: Any,
+        **given: Any,
     ) -> list[Source]:
         """The sources an answer to ``question`` would draw on, each with its relevance, and no
-        answer. ``filters``: ``year_from``, ``year_to``, ``venue``, ``decision``, ``authors``,
-        as for `stream`."""
-        explicit = filters_given(**filters)
+        answer. ``filters`` (or its keywords) as for `stream`."""
+        explicit = the_filters(filters, given)
         asked, at = self._prepare(question, [], explicit, ignore or [], {})
         sources = self._retrieve(asked, k or self.top_k(asked.standalone), mode, at, {})
         self._relevant(asked, sources, at)

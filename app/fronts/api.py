@@ -47,7 +47,7 @@ from core.errors import (
     StoreError,
     StoreUnreachableError,
 )
-from core.models import Answer, IndexStats, IngestReport, Mode, Paper, Source
+from core.models import Answer, Filters, IndexStats, IngestReport, Mode, Paper, Source
 from core.settings import Settings, get_settings
 
 
@@ -84,7 +84,16 @@ class AskRequest(BaseModel):
         return int(value) if isinstance(value, float) and value.is_integer() else value
 
     def options(self) -> dict[str, Any]:
-        return self.model_dump(exclude={"question"})
+        """The options of `QAService.stream`, the filters as one `Filters` record."""
+        options = self.model_dump(exclude={"question", *FILTER_FIELDS})
+        options["filters"] = Filters(
+            year_from=self.year_from, year_to=self.year_to, venues=self.venue,
+            decisions=self.decision, authors=self.authors,
+        )  # fmt: skip
+        return options
+
+
+FILTER_FIELDS = ("year_from", "year_to", "venue", "decision", "authors")
 
 
 class ErrorBody(BaseModel):

@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TimeR
 from rich.table import Table
 
 from core.errors import AQAError
-from core.models import MODES, Answer, IndexStats, IngestReport
+from core.models import MODES, Answer, Filters, IndexStats, IngestReport
 from core.settings import Settings, get_settings
 
 cli = typer.Typer(
@@ -142,11 +142,13 @@ def ask_command(
     events = service.stream(
         question,
         k=k,
-        year_from=year_from,
-        year_to=year_to,
-        venue=venue or None,
-        decision=decision or None,
-        authors=author or None,
+        filters=Filters(
+            year_from=year_from,
+            year_to=year_to,
+            venues=venue or [],
+            decisions=decision or [],
+            authors=author or [],
+        ),
         ignore=ignore or None,
         mode=mode,  # type: ignore[arg-type]
     )

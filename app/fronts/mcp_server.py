@@ -106,16 +106,13 @@ def create_server(
         "with abstained=true means the abstracts do not answer the question.",
     )
 
-    def options(question: str, filters: Filters | None) -> dict[str, Any]:
-        """The filters as `QAService` options, once the question is known to fit."""
+    def fits(question: str) -> str:
         if len(question) > settings.max_question_chars:
             raise InputError(
                 f"The question is {len(question)} characters; the limit is "
                 f"{settings.max_question_chars} (AQA_MAX_QUESTION_CHARS)."
             )
-        given = filters or Filters()
-        return {"year_from": given.year_from, "year_to": given.year_to, "venue": given.venues,
-                "decision": given.decisions, "authors": given.authors}  # fmt: skip
+        return question
 
     @server.tool(**reads("Ask the papers", open_world=answers_out))
     def ask(
@@ -123,13 +120,13 @@ def create_server(
     ) -> Answer:
         """Answer a question from the indexed abstracts, every claim cited to a paper id."""
         with told():
-            return qa.ask(question, k=k, mode=mode, **options(question, filters))
+            return qa.ask(fits(question), k=k, mode=mode, filters=filters)
 
     @server.tool(**reads("Search the papers", open_world=searches_out))
     def search(question: Question, k: K = None, filters: Only = None) -> list[Source]:
         """The papers (with the passages that matched) an answer would draw on; no answer."""
         with told():
-            return qa.search(question, k=k, **options(question, filters))
+            return qa.search(fits(question), k=k, filters=filters)
 
     @server.tool(**reads("Read a paper"))
     def get_paper(paper_id: PaperId) -> Paper:

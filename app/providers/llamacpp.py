@@ -66,7 +66,7 @@ class LlamaCppProvider(ChatProvider):
 
     def stream(self, messages: list[tuple[str, str]], json: bool = False) -> Iterator[str | Usage]:
         chat = [{"role": role, "content": text} for role, text in messages]
-        with self._lock, _failing_as_provider_error(self.model):
+        with self._lock, _failing_as_provider_error(str(self.model)):
             for part in self.llama.create_chat_completion(
                 messages=chat,
                 stream=True,

@@ -8,7 +8,7 @@ import streamlit as st
 
 from app.ui import shared as ui
 from core.errors import AQAError
-from core.models import Answer
+from core.models import Answer, Filters
 
 st.markdown(ui.CSS, unsafe_allow_html=True)
 settings = ui.settings()
@@ -104,10 +104,12 @@ if prompt:
                 question,
                 history=history,
                 k=None if k == settings.top_k else k,  # the service's own choice
-                year_from=year_range[0] if year_range and year_range[0] != years[0] else None,
-                year_to=year_range[1] if year_range and year_range[1] != years[-1] else None,
-                venue=venues or None,
-                authors=[author] if author else None,
+                filters=Filters(
+                    year_from=year_range[0] if year_range and year_range[0] != years[0] else None,
+                    year_to=year_range[1] if year_range and year_range[1] != years[-1] else None,
+                    venues=venues or [],
+                    authors=[author] if author else [],
+                ),
                 ignore=ignore or None,
             ):
                 if isinstance(event, Answer):
