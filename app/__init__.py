@@ -28,8 +28,9 @@ def _service() -> QAService:
 def ask(question: str, **options: Any) -> Answer:
     """Answer ``question`` from the index configured by the environment / `.env`.
 
-    Options: ``history`` (list of (question, answer)), ``k``, ``year_from``, ``year_to``,
-    ``venue``, ``decision``, ``authors`` (names as people write them), ``ignore`` (filters not
+    Options: ``history`` (list of (question, answer)), ``k``, ``filters`` (a `Filters`
+    record), or its keywords ``year_from``, ``year_to``, ``venue``, ``decision``, ``authors``
+    (names as people write them), ``ignore`` (filters not
     to read from the question), ``mode`` ("hybrid", "dense", "bm25"). The first call loads the
     models; later calls reuse them.
     """

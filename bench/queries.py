@@ -63,7 +63,7 @@ def main() -> None:
         return percentiles(times)
 
     def search(query: str, filters: Filters | None, mode: Mode) -> object:
-        return retriever.search(query, filters, mode=mode)
+        return retriever.search(retriever.query(query, filters, mode=mode))
 
     out: dict[str, list[float]] = {}
     for row in spec.get("rows", ROWS):

@@ -74,7 +74,10 @@ def main() -> None:
         for r in queries:
             t = time.perf_counter()
             hits = retriever.search(
-                r["title"], k=10, chunks_per_paper=1, mode=mode, fusion=fusion, dense_weight=weight
+                retriever.query(r["title"], k=10, mode=mode),
+                chunks_per_paper=1,
+                fusion=fusion,
+                dense_weight=weight,
             )
             latencies.append(time.perf_counter() - t)
             ids = [h.paper_id for h in hits]

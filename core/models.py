@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator
 
 Mode = Literal["hybrid", "dense", "bm25"]
 """How retrieval ranks: dense and BM25 fused, or one of them alone."""
@@ -194,7 +194,14 @@ class Counts(BaseModel):
 
 
 class Filters(BaseModel):
-    """Which papers may be retrieved. Empty lists and None mean no restriction."""
+    """Which papers may be retrieved. Empty lists and None mean no restriction.
+
+    The one record every front builds (the CLI, the app, the HTTP API's ``filters``, the MCP
+    tools' ``filters``, the LangChain adapters) and the store reads; a field added here is a new
+    filter kind everywhere. Strict as a request body is: a boolean is no year, a number no
+    venue (58.0 is still the year 58, as JSON Schema reads it)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     year_from: int | None = Field(default=None, description="Earliest year, inclusive.")
     year_to: int | None = Field(default=None, description="Latest year, inclusive.")
@@ -206,17 +213,22 @@ class Filters(BaseModel):
         '("Schölkopf", "Scholkopf", "B. Schölkopf"). A paper passes with any of them.',
     )
     from_question: list[str] = Field(
-        default_factory=list, description="Which of the filters were read from the question."
+        default_factory=list,
+        description="Which of the filters were read from the question (set in answers; "
+        "ignored when given).",
     )
+
+    @field_validator("year_from", "year_to", mode="before")
+    @classmethod
+    def _whole(cls, value: object) -> object:
+        return int(value) if isinstance(value, float) and value.is_integer() else value
 
     @property
     def active(self) -> bool:
-        return bool(
+        return (
             self.year_from is not None
             or self.year_to is not None
-            or self.venues
-            or self.decisions
-            or self.authors
+            or any(getattr(self, name) for name in _LISTS)
         )
 
     def describe(self) -> str:
@@ -231,19 +243,41 @@ class Filters(BaseModel):
             parts.append(f"years from {self.year_from}")
         elif self.year_to is not None:
             parts.append(f"years up to {self.year_to}")
-        if self.decisions:
-            parts.append("decision " + " or ".join(self.decisions))
-        if self.authors:
-            parts.append("author " + " or ".join(self.authors))
+        for name in _LISTS:
+            if name != "venues" and (values := getattr(self, name)):
+                parts.append(f"{_LISTS[name]} " + " or ".join(values))
         return ", ".join(parts) or "none"
+
+    @classmethod
+    def given(
+        cls,
+        year_from: int | None = None,
+        year_to: int | None = None,
+        venue: str | list[str] | None = None,
+        decision: str | list[str] | None = None,
+        authors: str | list[str] | None = None,
+    ) -> Filters:
+        """The record from the keywords of `ask()`: a name or a list for each of the others."""
+
+        def listed(value: str | list[str] | None) -> list[str]:
+            return [value] if isinstance(value, str) else list(value or [])
+
+        return cls(
+            year_from=year_from,
+            year_to=year_to,
+            venues=listed(venue),
+            decisions=listed(decision),
+            authors=listed(authors),
+        )
 
     def merged_over(self, parsed: Filters) -> Filters:
         """These (explicit) filters, with the question's filling only what was not given."""
-        fields = ("year_from", "year_to", "venues", "decisions", "authors")
         merged: dict[str, Any] = {}
         used: list[str] = []
         years_given = self.year_from is not None or self.year_to is not None
-        for name in fields:
+        for name in self.model_fields:
+            if name == "from_question":
+                continue
             mine, theirs = getattr(self, name), getattr(parsed, name)
             explicit = years_given if name.startswith("year") else bool(mine)
             merged[name] = mine if explicit else theirs
@@ -252,14 +286,28 @@ class Filters(BaseModel):
         return Filters(**merged, from_question=used)
 
     def without(self, names: Iterable[str]) -> Filters:
-        """These filters less the named ones ("year", "venues", "decisions", "authors")."""
+        """These filters less the named kinds (`FILTER_KINDS`: "year", "venues", ...)."""
         drop = set(names)
         update: dict[str, Any] = {}
         if "year" in drop:
             update |= {"year_from": None, "year_to": None}
-        update |= {name: [] for name in ("venues", "decisions", "authors") if name in drop}
+        update |= {name: [] for name in _LISTS if name in drop}
         kept = [f for f in self.from_question if f not in drop and f.split("_")[0] not in drop]
         return self.model_copy(update={**update, "from_question": kept})
+
+
+FILTER_KEYWORDS = ("year_from", "year_to", "venue", "decision", "authors")
+"""The keywords of `Filters.given`: the filters as `ask()` takes them, a name or a list each."""
+FilterKind = Literal["year", "venues", "decisions", "authors"]
+"""A filter kind, as ``ignore`` names it: "year" is the range, the others are `Filters` fields."""
+FILTER_KINDS: dict[FilterKind, str] = {
+    "year": "year",
+    "venues": "venue",
+    "decisions": "decision",
+    "authors": "author",
+}
+"""Each kind's word in `Filters.describe` and in the app."""
+_LISTS = {name: word for name, word in FILTER_KINDS.items() if name != "year"}
 
 
 class Answer(BaseModel):

@@ -129,8 +129,8 @@ _OPENAI_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072}
 class Embedder:
     """A LangChain `Embeddings` with the facts the index records about it.
 
-    Query vectors are cached: one question is embedded once for retrieval and again by the
-    extractive answerer, and a user often repeats or rephrases back to an earlier question."""
+    Query vectors are cached: a user often asks a question again (a follow-up re-asked, the
+    app re-run, a benchmark's repeated question)."""
 
     model: Embeddings
     spec: ModelSpec

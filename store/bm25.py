@@ -12,7 +12,7 @@ import shutil
 import tempfile
 import uuid
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -82,6 +82,16 @@ class BM25Index:
                 for name in ("venue", "decision")
             },
         }
+
+    @cached_property
+    def venues(self) -> set[str]:
+        """Every venue of the index, as written."""
+        return {v for v in self.facets["venue"] if isinstance(v, str)}
+
+    @cached_property
+    def years(self) -> set[int]:
+        """Every known year of the index."""
+        return {int(y) for y in set(self.facet_arrays["year"].tolist()) if y >= 0}
 
     @cached_property
     def author_rows(self) -> dict[str, dict[str, np.ndarray]]:
@@ -156,17 +166,18 @@ class BM25Index:
         n = float(scores.get("num_docs", len(self.chunk_ids)) or 1)
         return vocab, scores.get("indptr"), scores.get("indices"), n
 
-    def scores(self, query: str) -> np.ndarray:
-        """BM25 score of every chunk for ``query`` (zeros when no query word is indexed)."""
+    def scores(self, terms: Sequence[str]) -> np.ndarray:
+        """BM25 score of every chunk for a query's search words (`core.tokens.words`); zeros
+        when none is indexed."""
         vocab = self.retriever.vocab_dict or {}
-        tokens = [t for t in words([query])[0] if t in vocab]
+        tokens = [t for t in terms if t in vocab]
         if not tokens or not self.chunk_ids:
             return np.zeros(len(self.chunk_ids), dtype=np.float32)
         return np.asarray(self.retriever.get_scores(tokens), dtype=np.float32)
 
-    def holding_all(self, query: str) -> np.ndarray:
-        """Which chunks hold every (stemmed, non-stopword) word of ``query``."""
-        tokens = sorted(set(words([query])[0]))
+    def holding_all(self, terms: Sequence[str]) -> np.ndarray:
+        """Which chunks hold every one of a query's search words."""
+        tokens = sorted(set(terms))
         vocab, indptr, indices, _ = self._postings()
         keep = np.ones(len(self.chunk_ids), dtype=bool) if tokens else np.zeros(0, dtype=bool)
         for token in tokens:
@@ -186,12 +197,13 @@ class BM25Index:
             if tokens and not any(t in vocab for t in tokens)
         ]
 
-    def coverage(self, query: str, texts: list[str]) -> list[float]:
-        """For each text, the share of the query's word weight (idf) that it contains.
+    def coverage(self, query: Sequence[str], texts: list[str]) -> list[float]:
+        """For each text, the share of the query's word weight (idf) that it contains; the
+        query as its search words.
 
         A word the index has never seen weighs the most, so a question about something absent
         from the corpus scores low even when its common words match."""
-        terms = set(words([query])[0])
+        terms = set(query)
         if not terms:
             return [0.0] * len(texts)
         vocab, indptr, _, n = self._postings()

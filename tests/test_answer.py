@@ -199,7 +199,7 @@ def test_the_local_filtered_scan_ranks_as_chromas_own_filter(
     chroma_ids, chroma_sims = at.chunks.nearest(qvec, 10, filters)
     assert local_ids == chroma_ids and len(local_ids) == min(10, int(mask.sum()))
     assert local_sims == pytest.approx(chroma_sims, abs=1e-5)
-    hits = retriever.search(query, filters, k=10, mode="dense")
+    hits = retriever.search(retriever.query(query, filters, k=10, mode="dense"), at)
     position = bm25.position
     assert hits and all(mask[position[p.chunk_id]] for h in hits for p in h.passages)
 
@@ -386,3 +386,27 @@ def test_filters_arrive_as_one_record_or_as_its_keywords(sample_service: QAServi
         sample_service.search(question, filters=record, year_from=2023)
     with pytest.raises(TypeError, match="venues"):
         sample_service.search(question, venues=["ICLR"])
+
+
+def test_a_question_is_embedded_once_for_every_step(
+    sample_service: QAService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retrieval, relevance and the answerer share one reading of the question (`Query`):
+    the searched text is embedded once, however many steps use its vector. A question whose
+    filter phrase is taken out for the search embeds the whole question once more, for the
+    answerer, and nothing else twice."""
+    from ingest.embed import Embedder
+
+    asked: list[str] = []
+    embed = Embedder.embed_query
+
+    def counted(self: Embedder, text: str) -> list[float]:
+        asked.append(text)
+        return embed(self, text)
+
+    monkeypatch.setattr(Embedder, "embed_query", counted)
+    answer = sample_service.ask("What does DecDTW learn end to end?")
+    assert answer.citations and asked == ["What does DecDTW learn end to end?"]
+    asked.clear()
+    filtered = sample_service.ask("ICLR 2024 papers on equivariant networks")
+    assert filtered.filters.venues == ["ICLR"] and len(asked) == len(set(asked)) == 2

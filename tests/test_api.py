@@ -43,7 +43,7 @@ def test_ask_returns_the_python_apis_answer(api: httpx.Client, sample_service: o
 
 def test_ask_streams_server_sent_events_then_the_answer(api: httpx.Client) -> None:
     events: list[tuple[str, str]] = []
-    body = {"question": "Which papers study federated learning?", "year_from": 2024}
+    body = {"question": "Which papers study federated learning?", "filters": {"year_from": 2024}}
     with api.stream("POST", "/ask/stream", json=body) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
@@ -60,6 +60,23 @@ def test_ask_streams_server_sent_events_then_the_answer(api: httpx.Client) -> No
     streamed = "".join(json.loads(data) for _, data in events[:-1])
     assert answer.answer.split(" [")[0] in streamed
     assert_citations_real(answer)
+
+
+def test_filters_are_one_record_under_one_name_as_answers_return_them(api: httpx.Client) -> None:
+    """A request's ``filters`` is the same `Filters` record (the same schema) as an answer's:
+    what one answer applied can be sent back as the next request's filters."""
+    schemas = api.get("/openapi.json").json()["components"]["schemas"]
+    asked = schemas["AskRequest"]["properties"]["filters"]
+    assert asked["$ref"] == "#/components/schemas/Filters"
+    assert {"year_from", "year_to", "venues", "decisions", "authors"} <= set(
+        schemas["Filters"]["properties"]
+    )
+    first = api.post("/ask", json={"question": "ICLR 2024 papers on equivariant networks"})
+    applied = first.json()["filters"]
+    assert applied["venues"] == ["ICLR"] and applied["year_from"] == 2024
+    again = api.post("/search", json={"question": "equivariant networks", "filters": applied})
+    assert again.status_code == 200 and again.json()
+    assert all(s["year"] == 2024 and s["venue"] == "ICLR" for s in again.json())
 
 
 def test_search_paper_related_and_stats(api: httpx.Client) -> None:
@@ -92,8 +109,12 @@ def test_bad_requests_get_4xx_errors_that_name_the_problem(api: httpx.Client) ->
     blank = api.post("/ask", json={"question": "   "})
     assert blank.status_code == 400 and "empty" in blank.json()["detail"]
     assert blank.json()["error"] == "bad_input"
-    boolean = api.post("/search", json={"question": "x", "year_to": False})
-    assert boolean.status_code == 422 and boolean.json()["detail"][0]["loc"] == ["body", "year_to"]
+    boolean = api.post("/search", json={"question": "x", "filters": {"year_to": False}})
+    assert boolean.status_code == 422
+    assert boolean.json()["detail"][0]["loc"] == ["body", "filters", "year_to"]
+    singular = api.post("/search", json={"question": "x", "filters": {"venue": ["ICLR"]}})
+    assert singular.status_code == 422  # one name per filter kind: venues, as everywhere
+    assert singular.json()["detail"][0]["loc"] == ["body", "filters", "venue"]
     wrong = api.post("/ask", json={"question": "x", "k": 0})
     assert wrong.status_code == 422 and wrong.json()["detail"][0]["loc"] == ["body", "k"]
     missing = api.get("/papers/no-such-paper")

@@ -200,7 +200,8 @@ def test_a_new_latex_renderer_updates_in_place_and_re_embeds_only_changed_text(
     assert after["em:0"][0] == before["em:0"][0] and after["plain:0"][0] == before["plain:0"][0]
     assert after["tt:0"][0] != before["tt:0"][0]
     assert "DAGSurv" in after["tt:0"][1]
-    hits = Retriever(settings).search("DAGSurv", mode="bm25")
+    retriever = Retriever(settings)
+    hits = retriever.search(retriever.query("DAGSurv", mode="bm25"))
     assert hits[0].paper_id == "tt" and "DAGSurv" in hits[0].text
     assert ingest.pipeline.ingest([corpus], settings).embedded == 0
 

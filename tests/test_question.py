@@ -175,7 +175,7 @@ def test_an_untitled_paper_is_named_by_what_it_introduces() -> None:
 
 
 def test_the_relevance_threshold_grows_with_the_index_unless_fixed() -> None:
-    from app.providers.wording import relevance, relevance_threshold
+    from app.engine.relevance import relevance, relevance_threshold
 
     assert relevance_threshold(65) == pytest.approx(0.42, abs=0.005)  # the bundled sample
     assert relevance_threshold(23_800) == pytest.approx(0.77, abs=0.005)  # the 22k corpus

@@ -8,6 +8,7 @@ import pytest
 
 from app.engine.retrieve import RRF_K, PaperHit, Passage, Ranking, by_paper, fuse, merge_hits, scan
 from core.models import Filters
+from core.tokens import words
 from store.bm25 import BM25Index
 from store.records import StoredChunk
 
@@ -135,8 +136,9 @@ def test_narrow_and_broad_masks_scan_the_same_way(passing: int) -> None:
 
 def test_bm25_scores_and_coverage_read_the_same_words() -> None:
     bm25 = index(ROWS)
-    scores = bm25.scores("graphs")
+    scores = bm25.scores(words(["graphs"])[0])
     assert [bm25.chunk_ids[i] for i in np.flatnonzero(scores)] == ["p1:0", "p1:1", "p3:0"]
-    assert bm25.holding_all("graph feedback").tolist() == [False, False, False, True]
-    assert bm25.coverage("graph diffusion", ["a graph", "graph diffusion", "nothing"])[1] == 1.0
+    assert bm25.holding_all(words(["graph feedback"])[0]).tolist() == [False, False, False, True]
+    query = words(["graph diffusion"])[0]
+    assert bm25.coverage(query, ["a graph", "graph diffusion", "nothing"])[1] == 1.0
     assert bm25.unseen(["XYZZY", "Diffusion"]) == ["XYZZY"]

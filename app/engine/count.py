@@ -8,8 +8,8 @@ from collections import Counter
 
 import numpy as np
 
-from app.engine.retrieve import Retriever
-from core.models import Counts, Filters
+from app.query.record import Query
+from core.models import Counts
 from store.index import Snapshot
 
 MIN_SIMILARITY = 0.55
@@ -17,15 +17,13 @@ MIN_SIMILARITY = 0.55
 close to it in meaning (cosine similarity of all-MiniLM-L6-v2)."""
 
 
-def count_papers(
-    retriever: Retriever, topic: str, filters: Filters, at: Snapshot | None = None
-) -> tuple[Counts, list[str]]:
-    """The counts for ``topic`` under ``filters``, and the matching paper ids, nearest first."""
-    bm25 = (at or retriever.open()).bm25
-    qvec = retriever.embed(topic)
-    sims = bm25.vectors @ qvec if len(bm25.chunk_ids) else np.zeros(0, dtype=np.float32)
-    matched = bm25.holding_all(topic) | (sims >= MIN_SIMILARITY)
-    mask = bm25.passing(filters)
+def count_papers(topic: Query, at: Snapshot) -> tuple[Counts, list[str]]:
+    """The counts for the ``topic`` under its filters, and the matching paper ids, nearest
+    first."""
+    bm25 = at.bm25
+    sims = bm25.vectors @ topic.vector if len(bm25.chunk_ids) else np.zeros(0, dtype=np.float32)
+    matched = bm25.holding_all(topic.words) | (sims >= MIN_SIMILARITY)
+    mask = bm25.passing(topic.filters)
     if mask is not None:
         matched &= mask
     best: dict[str, tuple[float, int]] = {}
@@ -41,11 +39,11 @@ def count_papers(
 
     years = tally("year")
     counts = Counts(
-        topic=topic,
+        topic=topic.text,
         rule=(
-            f"abstracts holding every word of “{topic}”, or within cosine similarity "
+            f"abstracts holding every word of “{topic.text}”, or within cosine similarity "
             f"{MIN_SIMILARITY:.2f} of it"
-            + (f", with the filters {filters.describe()}" if filters.active else "")
+            + (f", with the filters {topic.filters.describe()}" if topic.filters.active else "")
         ),
         min_similarity=MIN_SIMILARITY,
         papers=len(best),

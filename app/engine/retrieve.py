@@ -11,11 +11,12 @@ from typing import Literal
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from app.query.question import names
+from app.query.record import Query
 from core.errors import PaperNotFoundError
 from core.models import Filters, Mode, Source, paper_of
 from core.settings import Settings
 from core.text import sentence_spans
+from core.tokens import words
 from ingest.embed import Embedder, get_embedder
 from store.bm25 import BM25Index
 from store.index import Index, Snapshot
@@ -130,64 +131,44 @@ class Retriever:
     def embed(self, text: str) -> np.ndarray:
         return np.asarray(self.embedder.embed_query(text), dtype=np.float32)
 
-    # --- what the index knows ----------------------------------------------------------------
-    def typicality(self, query: str, at: Snapshot | None = None) -> tuple[float, int]:
-        """How typical of the corpus the query is (cosine similarity to the mean chunk vector),
-        and how many chunks the corpus has."""
-        bm25 = (at or self.open()).bm25
-        if not len(bm25.centroid):
-            return 0.0, 0
-        return float(self.embed(query) @ bm25.centroid), len(bm25.chunk_ids)
-
-    def unseen_names(self, question: str, at: Snapshot | None = None) -> list[str]:
-        """Names in the question (DecDTW, GPT-4, XYZZY-3) that no indexed abstract contains."""
-        return (at or self.open()).bm25.unseen(sorted(names(question)))
-
-    def known_venues(self, at: Snapshot | None = None) -> set[str]:
-        return {v for v in (at or self.open()).bm25.facets["venue"] if isinstance(v, str)}
-
-    def known_years(self, at: Snapshot | None = None) -> set[int]:
-        years = (at or self.open()).bm25.facet_arrays["year"]
-        return {int(y) for y in set(years.tolist()) if y >= 0}
-
-    def known_authors(self, at: Snapshot | None = None) -> dict[str, dict[str, np.ndarray]]:
-        """Surname keys ("levine") to the authors of that surname, to their chunk rows."""
-        return (at or self.open()).bm25.author_rows
-
-    def author_names(self, at: Snapshot | None = None) -> list[str]:
-        """Every author as written in the corpus, most papers first."""
-        return (at or self.open()).bm25.author_names
+    def query(
+        self, text: str, filters: Filters | None = None, k: int | None = None, mode: Mode = "hybrid"
+    ) -> Query:
+        """``text`` read for search: embedded and cut into search words, once."""
+        return Query(
+            text=text,
+            vector=self.embed(text),
+            words=tuple(words([text])[0]),
+            filters=filters or Filters(),
+            k=k or self.settings.top_k,
+            mode=mode,
+        )
 
     # --- search ------------------------------------------------------------------------------
     def search(
         self,
-        query: str,
-        filters: Filters | None = None,
-        k: int | None = None,
-        chunks_per_paper: int = 2,
-        mode: Mode = "hybrid",
+        query: Query,
+        at: Snapshot | None = None,
         timings: dict[str, float] | None = None,
+        chunks_per_paper: int | None = None,
         fusion: Fusion | None = None,
         dense_weight: float | None = None,
-        at: Snapshot | None = None,
     ) -> list[PaperHit]:
-        """The top ``k`` papers for ``query``, each with up to ``chunks_per_paper`` passages."""
+        """The top ``query.k`` papers for ``query``, each with up to ``chunks_per_paper``
+        passages (the setting unless given)."""
         timings = timings if timings is not None else {}
-        k = k or self.settings.top_k
-        depth = max(50, k * chunks_per_paper * 5)
+        k, per_paper = query.k, chunks_per_paper or self.settings.chunks_per_paper
+        depth = max(50, k * per_paper * 5)
         at = at or self.open()
-        mask = at.bm25.passing(filters or Filters())
+        mask = at.bm25.passing(query.filters)
 
-        t = time.perf_counter()
-        qvec = self.embed(query)
-        timings["embed_query"] = time.perf_counter() - t
         ranking = Ranking()
-        if mode in ("hybrid", "dense"):
+        if query.mode in ("hybrid", "dense"):
             t = time.perf_counter()
-            ranking.dense = self._rank_dense(at, qvec, mask, depth, ranking.similarity)
+            ranking.dense = self._rank_dense(at, query.vector, mask, depth, ranking.similarity)
             timings["dense"] = time.perf_counter() - t
         t = time.perf_counter()
-        scores = self._rank_bm25(at.bm25, query, qvec, mask, depth, mode, ranking)
+        scores = self._rank_bm25(at.bm25, query, mask, depth, ranking)
         timings["bm25"] = time.perf_counter() - t
 
         t = time.perf_counter()
@@ -197,10 +178,10 @@ class Retriever:
             self.settings.dense_weight if dense_weight is None else dense_weight,
             ranking,
         )
-        chosen = by_paper(fused, k, chunks_per_paper, at.bm25)
+        chosen = by_paper(fused, k, per_paper, at.bm25)
         hits = self._fetch(at, chosen, ranking.similarity, fused)
         for hit, share in zip(
-            hits, at.bm25.coverage(query, [h.search_text for h in hits]), strict=True
+            hits, at.bm25.coverage(query.words, [h.search_text for h in hits]), strict=True
         ):
             hit.lexical = share
         timings["fuse"] = time.perf_counter() - t
@@ -227,27 +208,21 @@ class Retriever:
 
     @staticmethod
     def _rank_bm25(
-        bm25: BM25Index,
-        query: str,
-        qvec: np.ndarray,
-        mask: np.ndarray | None,
-        depth: int,
-        mode: Mode,
-        ranking: Ranking,
+        bm25: BM25Index, query: Query, mask: np.ndarray | None, depth: int, ranking: Ranking
     ) -> np.ndarray:
         """BM25 scores of every chunk; in hybrid and bm25 mode, the best ``depth`` go to
         ``ranking.bm25`` and get their dense similarity from the stored vectors."""
-        scores = bm25.scores(query)
+        scores = bm25.scores(query.words)
         if mask is not None:
             scores = np.where(mask, scores, 0.0)
-        if mode not in ("hybrid", "bm25") or not len(scores):
+        if query.mode not in ("hybrid", "bm25") or not len(scores):
             return scores
         top = np.argpartition(-scores, min(depth, len(scores) - 1))[:depth]
         top = top[np.argsort(-scores[top])]
         ranking.bm25 = [bm25.chunk_ids[i] for i in top if scores[i] > 0]
         rows = [bm25.position[cid] for cid in ranking.bm25 if cid not in ranking.similarity]
         if rows:
-            for row, sim in zip(rows, bm25.vectors[rows] @ qvec, strict=True):
+            for row, sim in zip(rows, bm25.vectors[rows] @ query.vector, strict=True):
                 ranking.similarity[bm25.chunk_ids[row]] = float(sim)
         return scores
 

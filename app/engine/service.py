@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 from app.engine.count import count_papers, describe
-from app.engine.retrieve import PaperHit, Retriever, merge_hits, to_sources
+from app.engine.relevance import relevance, relevance_threshold, typicality
+from app.engine.retrieve import Retriever, merge_hits, to_sources
 from app.providers import Provider, get_provider
 from app.providers.base import History
 from app.providers.wording import (
@@ -23,57 +24,29 @@ from app.providers.wording import (
     check_citations,
     is_not_stated,
     is_refusal,
-    relevance,
-    relevance_threshold,
     subject,
 )
 from app.query.filters import parse_filters
-from app.query.question import comparison_sides, count_topic, is_count, is_listing
+from app.query.question import comparison_sides, count_topic, is_count, is_listing, names
+from app.query.record import Query
 from core.errors import EmptyIndexError, IndexNotFoundError, InputError, PaperNotFoundError
 from core.models import Answer, Filters, Mode, Paper, Source, Usage
 from core.settings import Settings, get_settings
-from core.tokens import truncate
+from core.tokens import truncate, words
 from ingest.embed import get_embedder
 from store.index import Snapshot
 
 MAX_QUERY_TOKENS = 256  # what retrieval reads of a very long question
 
 
-@dataclass(frozen=True)
-class Asked:
-    """A question as read: the text the user typed, the standalone question (follow-ups
-    resolved), what is searched (filter phrases taken out), the filters, and the tokens it took
-    to read (a model condensing a follow-up)."""
-
-    question: str
-    standalone: str
-    search_text: str
-    filters: Filters
-    usage: Usage | None = None
-
-
-FILTER_KEYWORDS = ("year_from", "year_to", "venue", "decision", "authors")
-
-
-def the_filters(filters: Filters | None, given: dict[str, Any]) -> Filters:
+def explicit_filters(filters: Filters | None, given: dict[str, Any]) -> Filters:
     """The filters a caller gave explicitly: the record whole, or (the Python convenience) its
-    keywords, a name or a list each. Both at once, or an unknown keyword, is an error."""
-    unknown = sorted(set(given) - set(FILTER_KEYWORDS))
-    if unknown:
-        raise TypeError(f"unknown option(s) {', '.join(unknown)}: filters are {FILTER_KEYWORDS}")
-    if filters is not None:
-        if any(v is not None for v in given.values()):
-            raise TypeError("give the filters as one Filters record or as keywords, not both")
-        return filters
-    lists = {
-        field: [value] if isinstance(value, str) else list(value or [])
-        for field, value in (
-            ("venues", given.get("venue")),
-            ("decisions", given.get("decision")),
-            ("authors", given.get("authors")),
-        )
-    }
-    return Filters(year_from=given.get("year_from"), year_to=given.get("year_to"), **lists)
+    keywords (`Filters.given`); both at once is an error."""
+    if filters is None:
+        return Filters.given(**given)
+    if any(value is not None for value in given.values()):
+        raise TypeError("give the filters as one Filters record or as keywords, not both")
+    return filters
 
 
 def clean_question(question: str) -> str:
@@ -152,26 +125,25 @@ class QAService:
         a filter the question seemed to state."""
         started = time.perf_counter()
         timings: dict[str, float] = {}
-        explicit = the_filters(filters, given)
-        asked, at = self._prepare(question, history or [], explicit, ignore or [], timings)
-        k = k or self.top_k(asked.standalone)
-        if is_count(asked.standalone):
-            yield from self._counted(asked, k, at, started)
+        explicit = explicit_filters(filters, given)
+        query, at = self._read(question, history or [], explicit, ignore or [], k, mode, timings)
+        if is_count(query.standalone):
+            yield from self._counted(query, at, started)
             return
 
         t = time.perf_counter()
-        sources = self._retrieve(asked, k, mode, at, timings)
+        sources = self._retrieve(query, at, timings)
         timings["retrieve"] = time.perf_counter() - t
         t = time.perf_counter()
-        threshold, relevant = self._relevant(asked, sources, at)
-        reply = self.provider.generate(asked.standalone, relevant) if relevant else None
+        threshold, relevant = self._relevant(query, sources, at)
+        reply = self.provider.generate(query, relevant) if relevant else None
         pieces: list[str] = []
         for piece in reply if reply is not None else [CANNOT_ANSWER]:
             pieces.append(piece)
             yield piece
         timings["generate"] = time.perf_counter() - t
         answer = self._answer(
-            asked, "".join(pieces).strip(), sources, threshold, reply.usage if reply else None
+            query, "".join(pieces).strip(), sources, threshold, reply.usage if reply else None
         )
         timings["total"] = time.perf_counter() - started
         answer.timings = {key: round(value, 4) for key, value in timings.items()}
@@ -189,10 +161,10 @@ class QAService:
     ) -> list[Source]:
         """The sources an answer to ``question`` would draw on, each with its relevance, and no
         answer. ``filters`` (or its keywords) as for `stream`."""
-        explicit = the_filters(filters, given)
-        asked, at = self._prepare(question, [], explicit, ignore or [], {})
-        sources = self._retrieve(asked, k or self.top_k(asked.standalone), mode, at, {})
-        self._relevant(asked, sources, at)
+        explicit = explicit_filters(filters, given)
+        query, at = self._read(question, [], explicit, ignore or [], k, mode, {})
+        sources = self._retrieve(query, at, {})
+        self._relevant(query, sources, at)
         return sources
 
     def paper(self, paper_id: str) -> Paper:
@@ -202,87 +174,73 @@ class QAService:
             raise PaperNotFoundError(paper_id)
         return paper
 
-    def _prepare(
+    def _read(
         self,
         question: str,
         history: History,
         explicit: Filters,
         ignore: list[str],
+        k: int | None,
+        mode: Mode,
         timings: dict[str, float],
-    ) -> tuple[Asked, Snapshot]:
-        """The question cleaned and made standalone, and the index it will be answered from."""
+    ) -> tuple[Query, Snapshot]:
+        """The question read once: cleaned, made standalone, its filters (explicit ones win)
+        and what is left to search, embedded and cut into words; and the index it will be
+        answered from (every later step sees this one generation)."""
         t = time.perf_counter()
         question = clean_question(question)
         standalone, usage = self.provider.condense(history, truncate(question, MAX_QUERY_TOKENS))
         timings["condense"] = time.perf_counter() - t
-        at = self.retriever.open()  # once per question: every later step sees this index
-        return self._read(question, standalone, usage, explicit, ignore, at), at
-
-    def _read(
-        self,
-        question: str,
-        standalone: str,
-        usage: Usage | None,
-        explicit: Filters,
-        ignore: list[str],
-        at: Snapshot,
-    ) -> Asked:
-        """The filters the question states (explicit ones win), and what is left to search."""
+        at = self.retriever.open()
         parsed, cleaned = parse_filters(
-            standalone,
-            self.retriever.known_venues(at),
-            self.retriever.known_years(at),
-            self.retriever.known_authors(at),
+            standalone, at.bm25.venues, at.bm25.years, at.bm25.author_rows
         )
         if ignore:
             parsed, cleaned = parsed.without(ignore), standalone  # the phrase stays a topic
-        return Asked(
-            question=question,
-            standalone=standalone,
-            search_text=cleaned if parsed.active else standalone,
-            filters=explicit.merged_over(parsed),
-            usage=usage,
+        text = cleaned if parsed.active else standalone
+        t = time.perf_counter()
+        query = self.retriever.query(
+            text, explicit.merged_over(parsed), k or self.top_k(standalone), mode
         )
-
-    def _retrieve(
-        self, asked: Asked, k: int, mode: Mode, at: Snapshot, timings: dict[str, float]
-    ) -> list[Source]:
-        """The top ``k`` papers; for "how do A and B differ?", each side's best paper first,
-        so that both can be cited."""
-
-        def search(text: str) -> list[PaperHit]:
-            return self.retriever.search(
-                text,
-                asked.filters,
-                k=k,
-                chunks_per_paper=self.settings.chunks_per_paper,
-                mode=mode,
-                timings=timings,
-                at=at,
+        if standalone != text:  # the answer is written to the whole question
+            query = replace(
+                query,
+                standalone_vector=self.retriever.embed(standalone),
+                standalone_words=tuple(words([standalone])[0]),
             )
+        timings["embed_query"] = time.perf_counter() - t
+        return replace(query, question=question, standalone=standalone, usage=usage), at
 
-        hits = search(asked.search_text)
-        if sides := comparison_sides(asked.search_text):
-            hits = merge_hits([search(side)[:1] for side in sides] + [hits], k)
+    def _retrieve(self, query: Query, at: Snapshot, timings: dict[str, float]) -> list[Source]:
+        """The top ``query.k`` papers; for "how do A and B differ?", each side's best paper
+        first, so that both can be cited."""
+        hits = self.retriever.search(query, at, timings)
+        if sides := comparison_sides(query.text):
+            each = [
+                self.retriever.query(side, query.filters, query.k, query.mode) for side in sides
+            ]
+            hits = merge_hits(
+                [self.retriever.search(side, at)[:1] for side in each] + [hits], query.k
+            )
         return to_sources(hits)
 
     def _relevant(
-        self, asked: Asked, sources: list[Source], at: Snapshot
+        self, query: Query, sources: list[Source], at: Snapshot
     ) -> tuple[float, list[Source]]:
         """The relevance threshold for this index, and the sources at or above it (each
         source's relevance is recorded on it). None are relevant to a question about a name no
         abstract holds ("the XYZZY-3 optimizer"), whatever papers happen to be closest."""
-        typical, chunks = self.retriever.typicality(asked.search_text, at)
-        threshold = relevance_threshold(chunks, self.settings.min_relevance)
+        threshold = relevance_threshold(len(at.bm25.chunk_ids), self.settings.min_relevance)
+        typical = typicality(query, at.bm25.centroid)
         for source in sources:
             source.relevance = round(relevance(source, typical), 4)
-        if self.retriever.unseen_names(asked.search_text, at):
+        if at.bm25.unseen(sorted(names(query.text))):
             return threshold, []
         return threshold, [s for s in sources if s.relevance >= threshold]
 
     def _answer(
         self,
-        asked: Asked,
+        query: Query,
         text: str,
         sources: list[Source],
         threshold: float,
@@ -293,8 +251,8 @@ class QAService:
         checked = check_citations(text, sources) if text and not is_refusal(text) else None
         cited = checked is not None and bool(checked.citations)
         return Answer(
-            question=asked.question,
-            standalone_question=asked.standalone,
+            question=query.question,
+            standalone_question=query.standalone,
             answer=checked.text if checked is not None and cited else CANNOT_ANSWER,
             # "the abstract of X [1] does not state ...": cited, and yet no answer
             abstained=not cited or is_not_stated(checked.text if checked is not None else ""),
@@ -302,36 +260,34 @@ class QAService:
             invalid_citations=checked.invalid if checked is not None else [],
             uncited_sentences=checked.uncited if checked is not None else [],
             sources=sources,
-            filters=asked.filters,
+            filters=query.filters,
             min_relevance=threshold,
             provider=self.provider.name,
             model=self.provider.model,
-            usage=Usage.total(asked.usage, usage),
+            usage=Usage.total(query.usage, usage),
         )
 
-    def _counted(
-        self, asked: Asked, k: int, at: Snapshot, started: float
-    ) -> Iterator[str | Answer]:
+    def _counted(self, query: Query, at: Snapshot, started: float) -> Iterator[str | Answer]:
         """A counting or trend question: exact counts over the papers that match the topic,
         with the nearest few cited as examples. No provider is asked."""
-        topic = count_topic(asked.search_text)
-        counts, ranked = count_papers(self.retriever, topic, asked.filters, at)
+        topic = self.retriever.query(count_topic(query.text), query.filters, query.k, query.mode)
+        counts, ranked = count_papers(topic, at)
         matched = set(ranked)
-        hits = self.retriever.search(topic, asked.filters, k=k, at=at)
+        hits = self.retriever.search(topic, at)
         sources = to_sources([h for h in hits if h.paper_id in matched])
         text = describe(counts, [(subject(s, i), s.marker) for i, s in enumerate(sources[:3])])
         checked = check_citations(text, sources) if text else None
         answer = Answer(
-            question=asked.question,
-            standalone_question=asked.standalone,
+            question=query.question,
+            standalone_question=query.standalone,
             answer=checked.text if checked is not None else CANNOT_ANSWER,
             abstained=checked is None,
             citations=checked.citations if checked is not None else [],
             sources=sources,
-            filters=asked.filters,
+            filters=query.filters,
             provider="metadata",
             counts=counts,
-            usage=asked.usage,
+            usage=query.usage,
         )
         yield answer.answer
         answer.timings = {"total": round(time.perf_counter() - started, 4)}

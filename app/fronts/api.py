@@ -24,7 +24,7 @@ from contextlib import asynccontextmanager
 from functools import cache
 from itertools import chain, groupby
 from pathlib import Path, PurePath
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar
 
 from fastapi import Depends, FastAPI, File, HTTPException, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
@@ -47,7 +47,16 @@ from core.errors import (
     StoreError,
     StoreUnreachableError,
 )
-from core.models import Answer, Filters, IndexStats, IngestReport, Mode, Paper, Source
+from core.models import (
+    Answer,
+    FilterKind,
+    Filters,
+    IndexStats,
+    IngestReport,
+    Mode,
+    Paper,
+    Source,
+)
 from core.settings import Settings, get_settings
 
 
@@ -67,33 +76,26 @@ class AskRequest(BaseModel):
         default_factory=list, description="Earlier (question, answer) turns, oldest first."
     )
     k: int | None = Field(default=None, ge=1, le=100, description="Papers to retrieve.")
-    year_from: int | None = Field(default=None, description="Earliest year, inclusive.")
-    year_to: int | None = Field(default=None, description="Latest year, inclusive.")
-    venue: list[str] = Field(default_factory=list, description="Venues, case-insensitive.")
-    decision: list[str] = Field(default_factory=list, description="Decisions, e.g. Oral.")
-    authors: list[str] = Field(default_factory=list, description="Authors, as people write them.")
-    ignore: list[Literal["year", "venues", "decisions", "authors"]] = Field(
+    filters: Filters = Field(
+        default_factory=Filters,
+        description="Only papers of these years, venues, decisions or authors (all optional; "
+        "they win over filters the question states). The same record as an answer's "
+        "`filters`.",
+    )
+    ignore: list[FilterKind] = Field(
         default_factory=list, description="Filters not to read from the question."
     )
     mode: Mode = Field(default="hybrid", description="How retrieval ranks.")
 
-    @field_validator("k", "year_from", "year_to", mode="before")
+    @field_validator("k", mode="before")
     @classmethod
     def _whole(cls, value: object) -> object:
         """58.0 as the integer 58, as JSON Schema reads it (a strict int takes no float)."""
         return int(value) if isinstance(value, float) and value.is_integer() else value
 
     def options(self) -> dict[str, Any]:
-        """The options of `QAService.stream`, the filters as one `Filters` record."""
-        options = self.model_dump(exclude={"question", *FILTER_FIELDS})
-        options["filters"] = Filters(
-            year_from=self.year_from, year_to=self.year_to, venues=self.venue,
-            decisions=self.decision, authors=self.authors,
-        )  # fmt: skip
-        return options
-
-
-FILTER_FIELDS = ("year_from", "year_to", "venue", "decision", "authors")
+        """The options of `QAService.stream`: the filters go as the one record they are."""
+        return {name: getattr(self, name) for name in type(self).model_fields if name != "question"}
 
 
 class ErrorBody(BaseModel):

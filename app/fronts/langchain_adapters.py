@@ -26,7 +26,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import run_in_executor
 from pydantic import ConfigDict, Field, field_validator
 
-from core.models import Answer, Source
+from core.models import FILTER_KEYWORDS, Answer, Filters, Source
 
 if TYPE_CHECKING:
     from app.engine.service import QAService
@@ -55,9 +55,11 @@ class AbstractsRetriever(BaseRetriever):
     """The ``k`` papers for a query, best first, as `Document`s.
 
     ``k`` defaults to the service's ``top_k`` setting; ``options`` are the other options of
-    `QAService.search` (``year_from``, ``venue``, ``authors``, ``mode`` ...). Keyword arguments
-    of a call win over both, in ``invoke``, ``ainvoke``, ``batch`` and ``abatch`` alike:
-    ``retriever.invoke("federated learning", k=3, year_from=2024)``."""
+    `QAService.search`: ``filters`` (a `Filters` record) or its keywords (``year_from``,
+    ``venue``, ``authors`` ...), and ``mode``. Keyword arguments of a call win over both, in
+    ``invoke``, ``ainvoke``, ``batch`` and ``abatch`` alike (a call's ``filters`` record over
+    every filter keyword): ``retriever.invoke("federated learning", k=3, year_from=2024)``.
+    The service gets the filters as one record."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -78,7 +80,7 @@ class AbstractsRetriever(BaseRetriever):
 
     def _search(self, query: str, given: dict[str, Any]) -> list[Document]:
         given.pop("verbose", None)  # BaseRetriever's own call option, passed on to us too
-        options = {**self.options, "k": self.k, **given}
+        options = with_record({**self.options, "k": self.k, **given})
         return [to_document(s) for s in self.service.search(query, **options)]
 
     def _get_relevant_documents(
@@ -112,13 +114,23 @@ class AnswerRunnable(Runnable[str | dict[str, Any], Answer]):
         self, input: str | dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any
     ) -> Answer:
         question, options = self._split(input)
-        return self.service.ask(question, **options)
+        return self.service.ask(question, **with_record(options))
 
     def stream(  # type: ignore[override]
         self, input: str | dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any
     ) -> Iterator[str | Answer]:
         question, options = self._split(input)
-        yield from self.service.stream(question, **options)
+        yield from self.service.stream(question, **with_record(options))
+
+
+def with_record(options: dict[str, Any]) -> dict[str, Any]:
+    """The options with the filters as one `Filters` record: a ``filters`` record as given,
+    else built from the keywords of `ask()` (``year_from``, ``venue``, ...)."""
+    rest = dict(options)
+    keywords = {name: rest.pop(name) for name in FILTER_KEYWORDS if name in rest}
+    record = rest.pop("filters", None)
+    rest["filters"] = record if record is not None else Filters.given(**keywords)
+    return rest
 
 
 def as_retriever(service: QAService, k: int | None = None, **options: Any) -> AbstractsRetriever:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 
 from app.providers.prompts import load_prompt
 from app.providers.wording import CANNOT_ANSWER, format_sources
+from app.query.record import Query
 from core.models import Source, Usage
 from core.settings import Settings
 
@@ -58,8 +59,9 @@ class Provider(ABC):
     model: str | None = None
 
     @abstractmethod
-    def generate(self, question: str, sources: list[Source]) -> Reply:
-        """The answer, citing sources as [n]; CANNOT_ANSWER when they do not answer it."""
+    def generate(self, query: Query, sources: list[Source]) -> Reply:
+        """The answer to ``query`` (its standalone question), citing sources as [n];
+        CANNOT_ANSWER when they do not answer it."""
 
     def condense(self, history: History, question: str) -> tuple[str, Usage | None]:
         """A standalone question for retrieval, and the tokens that took. Without a model: a
@@ -98,8 +100,8 @@ class ChatProvider(Provider):
     def complete(self, messages: list[tuple[str, str]], json: bool = False) -> Reply:
         return Reply(self.stream(messages, json))
 
-    def generate(self, question: str, sources: list[Source]) -> Reply:
-        return self.complete(self.messages(question, sources))
+    def generate(self, query: Query, sources: list[Source]) -> Reply:
+        return self.complete(self.messages(query.asked, sources))
 
     def condense(self, history: History, question: str) -> tuple[str, Usage | None]:
         if not history or not needs_context(question):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,6 +18,7 @@ import numpy as np
 from app.providers.base import Provider, Reply
 from app.providers.wording import CANNOT_ANSWER, defuse, not_stated, subject
 from app.query import question as q
+from app.query.record import Query
 from core.models import Source
 from core.text import FUNCTION_WORDS, sentence_spans
 from core.tokens import words
@@ -55,11 +56,12 @@ class ExtractiveProvider(Provider):
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
 
-    def generate(self, question: str, sources: list[Source]) -> Reply:
+    def generate(self, query: Query, sources: list[Source]) -> Reply:
         """``sources`` are the relevant ones, best first (the service drops the others)."""
-        return Reply(self._answer(question, sources))
+        return Reply(self._answer(query, sources))
 
-    def _answer(self, question: str, sources: list[Source]) -> Iterator[str]:
+    def _answer(self, query: Query, sources: list[Source]) -> Iterator[str]:
+        question = query.asked
         listing = q.is_listing(question)
         split = [question] if listing else q.parts(question)
         # "what accuracy ..., and how does that compare with X?" asks two things of one paper
@@ -93,11 +95,13 @@ class ExtractiveProvider(Provider):
             yield not_stated(target, what, name)
             return
         asked = [question] if sides else split
-        for cand, score in zip(candidates, _word_scores(question, candidates), strict=True):
+        scores = _word_scores(question, query.asked_words, candidates)
+        for cand, score in zip(candidates, scores, strict=True):
             cand.score = score
         if len(asked) > 1:  # each part's best sentences reach the shortlist too
             for i, part in enumerate(asked):
-                for cand, score in zip(candidates, _word_scores(part, candidates), strict=True):
+                scores = _word_scores(part, words([part])[0], candidates)
+                for cand, score in zip(candidates, scores, strict=True):
                     cand.parts[i] = score
         if about:  # ... and only what mentions it is quoted: never another paper's number
             candidates = [c for c in candidates if any(c.source is s for s in about)] or candidates
@@ -106,7 +110,7 @@ class ExtractiveProvider(Provider):
             candidates = self._shortlist(candidates, per_paper=2, limit=limit)
         else:
             candidates = self._shortlist(candidates, per_paper=MAX_EMBEDDED)
-        self._score_meaning(question, candidates)
+        self._score_meaning(query.asked_vector, candidates)
         if listing:
             chosen = [max(mine, key=lambda c: c.score) for mine in _by_paper(candidates)]
         elif sides:
@@ -143,9 +147,9 @@ class ExtractiveProvider(Provider):
             keep.append(i)
         return [candidates[i] for i in sorted(keep)]
 
-    def _score_meaning(self, question: str, candidates: list[Candidate]) -> None:
-        """Adds meaning: the embedding similarity of each sentence to the question. The
-        sentence vectors are kept for comparisons, which match them against each side."""
+    def _score_meaning(self, question: np.ndarray, candidates: list[Candidate]) -> None:
+        """Adds meaning: the embedding similarity of each sentence to the question (its
+        vector). The sentence vectors are kept for parts and comparisons, matched against each."""
         vectors = np.asarray(
             self.embedder.embed_documents([c.sentence for c in candidates]), dtype=np.float32
         )
@@ -183,10 +187,12 @@ class ExtractiveProvider(Provider):
                 chosen.append(cand)
         return chosen
 
-    def _similarity(self, text: str, candidates: list[Candidate]) -> np.ndarray:
-        """Cosine similarity of ``text`` to each (already embedded) candidate sentence."""
-        query = np.asarray(self.embedder.embed_query(text), dtype=np.float32)
-        return np.stack([c.vector for c in candidates if c.vector is not None]) @ query
+    def _similarity(self, text: str | np.ndarray, candidates: list[Candidate]) -> np.ndarray:
+        """Cosine similarity of ``text`` (or its vector) to each (already embedded) candidate
+        sentence."""
+        if isinstance(text, str):
+            text = np.asarray(self.embedder.embed_query(text), dtype=np.float32)
+        return np.stack([c.vector for c in candidates if c.vector is not None]) @ text
 
     def _compare(self, sides: tuple[str, str], candidates: list[Candidate]) -> list[Candidate]:
         """A sentence for each side of a comparison, from different papers when they differ."""
@@ -203,13 +209,13 @@ class ExtractiveProvider(Provider):
         return chosen or _best_sentences(candidates)
 
 
-def _word_scores(question: str, candidates: list[Candidate]) -> list[float]:
-    """The cheap part of the score: the question's words the sentence shares, weighted by how
-    few candidate sentences share them ("chronically overlooked" says more than the topic words
-    every sentence repeats), the words it adds, whether it has the shape of the answer, and how
-    relevant its paper is."""
+def _word_scores(question: str, asked: Iterable[str], candidates: list[Candidate]) -> list[float]:
+    """The cheap part of the score: the question's words (``asked``, its search words) the
+    sentence shares, weighted by how few candidate sentences share them ("chronically
+    overlooked" says more than the topic words every sentence repeats), the words it adds,
+    whether it has the shape of the answer, and how relevant its paper is."""
     kinds = q.wanted(question)
-    q_terms = set(words([question])[0])
+    q_terms = set(asked)
     terms = [set(t) for t in words([c.sentence for c in candidates])]
     df = {t: sum(t in mine for mine in terms) for t in q_terms}
     weight = {t: math.log(1 + len(terms) / n) for t, n in df.items() if n}

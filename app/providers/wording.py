@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html
-import math
 import re
 from dataclasses import dataclass, field
 
@@ -83,32 +82,6 @@ def format_sources(sources: list[Source], budget_tokens: int) -> tuple[str, list
         used.append(source)
         total += cost
     return "\n".join(blocks), used
-
-
-# How relevance weighs its parts, and how its threshold grows with the index: fitted on the
-# 57-paper sample and the 21,958-paper corpus so that every question far from the corpus is
-# refused at both sizes with the fewest answerable ones refused (docs/benchmarks.md, "Refusals").
-LEXICAL_WEIGHT = 0.5
-TYPICALITY_WEIGHT = 0.5
-THRESHOLD_BASE = 0.17
-THRESHOLD_PER_DECADE = 0.137
-
-
-def relevance(source: Source, typicality: float) -> float:
-    """How well a source answers the question: the cosine similarity of its best passage, plus
-    the share of the question's distinctive words (idf) it holds, plus how typical of the whole
-    corpus the question is (its similarity to the mean chunk vector: a question about
-    honeybees is not typical of a machine-learning corpus, whatever passage is nearest)."""
-    return source.score + LEXICAL_WEIGHT * source.lexical + TYPICALITY_WEIGHT * typicality
-
-
-def relevance_threshold(chunks: int, fixed: float | None = None) -> float:
-    """The relevance an answer needs. The nearest of N unrelated passages is nearer the larger
-    N is, so the threshold rises with the log of the index size (0.42 at 65 chunks, 0.77 at
-    23,800) unless the settings fix it."""
-    if fixed is not None:
-        return fixed
-    return round(THRESHOLD_BASE + THRESHOLD_PER_DECADE * math.log10(max(chunks, 10)), 4)
 
 
 def is_refusal(text: str) -> bool:

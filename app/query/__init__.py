@@ -1,3 +1,2 @@
-"""Reading the question: its parts, the detail it asks, the names it mentions, the filters its
-words set, and the one record (`Query`) that carries all of it through an answer. Imports
-nothing else of `app`."""
+"""Reading the question: its parts, the detail it asks, the names it mentions, and the filters
+its words set. Imports nothing else of `app`."""

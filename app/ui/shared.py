@@ -17,7 +17,7 @@ from app.engine.service import QAService
 from app.providers import answers_off_machine
 from app.providers.base import resolve_llm
 from core.errors import AQAError
-from core.models import Answer, IndexStats, Source
+from core.models import FILTER_KINDS, Answer, IndexStats, Source
 from core.settings import Settings, get_settings
 from core.text import fingerprint, same_author
 from store.index import Index
@@ -197,17 +197,17 @@ def provider_label(current: Settings) -> tuple[str, bool]:
 
 def matching_authors(service: QAService, typed: str) -> list[str]:
     """The index's authors a typed name matches (as the author filter would)."""
-    return [n for n in service.retriever.author_names() if same_author(typed, n)]
+    return [n for n in service.retriever.open().bm25.author_names if same_author(typed, n)]
 
 
 def filter_buttons(answer: Answer, key: str) -> None:
     """One button per filter read from the question: a click asks again without it."""
     stated = answer.filters.from_question
     read = {f.split("_")[0] if f.startswith("year") else f for f in stated}
-    labels = {"year": "year", "venues": "venue", "decisions": "decision", "authors": "author"}
+    words = {str(kind): word for kind, word in FILTER_KINDS.items()}
     for name in sorted(read):
         if st.button(
-            f"Remove the {labels.get(name, name)} filter read from the question",
+            f"Remove the {words.get(name, name)} filter read from the question",
             key=f"drop-{key}-{name}",
             icon=":material/filter_alt_off:",
         ):
