@@ -77,3 +77,19 @@ def test_k_and_filters_given_per_call_win_sync_and_async(sample_service: QAServi
     )
     with pytest.raises(ValueError, match="own `k`"):
         AbstractsRetriever(service=sample_service, options={"k": 3})
+
+
+def test_the_retriever_passes_one_filters_record_merged_from_its_defaults_and_the_call(
+    sample_service: QAService,
+) -> None:
+    """A `Filters` record as the retriever's default or a call's; keywords of a call merge over
+    the retriever's keywords (both filters hold); a call's record replaces the default."""
+    from core.models import Filters
+
+    query = "federated learning"
+    both = as_retriever(sample_service, k=3, venue="ICLR").invoke(query, year_from=2024)
+    assert both and all(d.metadata["year"] == 2024 and d.metadata["venue"] == "ICLR" for d in both)
+    by_record = as_retriever(sample_service, k=3, filters=Filters(year_from=2024))
+    assert all(d.metadata["year"] == 2024 for d in by_record.invoke(query))
+    expected = [s.paper_id for s in sample_service.search(query, k=3)]
+    assert [d.metadata["paper_id"] for d in by_record.invoke(query, filters=Filters())] == expected

@@ -80,7 +80,7 @@ class AbstractsRetriever(BaseRetriever):
 
     def _search(self, query: str, given: dict[str, Any]) -> list[Document]:
         given.pop("verbose", None)  # BaseRetriever's own call option, passed on to us too
-        options = with_record({**self.options, "k": self.k, **given})
+        options = with_record({**self.options, "k": self.k}, given)
         return [to_document(s) for s in self.service.search(query, **options)]
 
     def _get_relevant_documents(
@@ -106,31 +106,36 @@ class AnswerRunnable(Runnable[str | dict[str, Any], Answer]):
 
     def _split(self, value: str | dict[str, Any]) -> tuple[str, dict[str, Any]]:
         if isinstance(value, str):
-            return value, dict(self.options)
+            return value, with_record(self.options, {})
         given = dict(value)
-        return str(given.pop("question", "")), {**self.options, **given}
+        return str(given.pop("question", "")), with_record(self.options, given)
 
     def invoke(
         self, input: str | dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any
     ) -> Answer:
         question, options = self._split(input)
-        return self.service.ask(question, **with_record(options))
+        return self.service.ask(question, **options)
 
     def stream(  # type: ignore[override]
         self, input: str | dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any
     ) -> Iterator[str | Answer]:
         question, options = self._split(input)
-        yield from self.service.stream(question, **with_record(options))
+        yield from self.service.stream(question, **options)
 
 
-def with_record(options: dict[str, Any]) -> dict[str, Any]:
-    """The options with the filters as one `Filters` record: a ``filters`` record as given,
-    else built from the keywords of `ask()` (``year_from``, ``venue``, ...)."""
-    rest = dict(options)
-    keywords = {name: rest.pop(name) for name in FILTER_KEYWORDS if name in rest}
-    record = rest.pop("filters", None)
-    rest["filters"] = record if record is not None else Filters.given(**keywords)
-    return rest
+def with_record(defaults: dict[str, Any], call: dict[str, Any]) -> dict[str, Any]:
+    """A call's options over the defaults, with the filters as one `Filters` record: the call's
+    ``filters`` record if it gives one; else the keywords of `ask()` (``year_from``,
+    ``venue``, ...), the call's over the defaults'; else the defaults' record."""
+    options = {**defaults, **call}
+    keywords = {name: options.pop(name) for name in FILTER_KEYWORDS if name in options}
+    record = call.get("filters")
+    if record is None and (
+        any(name in call for name in FILTER_KEYWORDS) or not defaults.get("filters")
+    ):
+        record = Filters.given(**keywords)
+    options["filters"] = record if record is not None else defaults["filters"]
+    return options
 
 
 def as_retriever(service: QAService, k: int | None = None, **options: Any) -> AbstractsRetriever:

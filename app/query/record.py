@@ -23,8 +23,8 @@ class Query:
     text: str
     vector: np.ndarray = field(repr=False)
     words: tuple[str, ...]
+    k: int
     filters: Filters = field(default_factory=Filters)
-    k: int = 5
     mode: Mode = "hybrid"
     question: str = ""
     standalone: str = ""
