@@ -54,10 +54,17 @@ $(DEV_STAMP): $(STAMP) $(LLAMA_STAMP)
 	touch $(DEV_STAMP)
 
 # Debian's Chromium for the browser test (Playwright drives it; it never downloads a browser).
+# Another apt-get holding its locks (two fresh clones testing at once, a system update) is waited
+# out: dpkg's lock by its timeout, the package lists' lock (which the timeout does not cover) by
+# trying again.
 browser:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  echo "Installing Debian's chromium for the browser test..."; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	  for try in 1 2 3 4 5 6 7 8 9 10; do \
+	    apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive \
+	      apt-get -o DPkg::Lock::Timeout=600 install -y -qq chromium >/dev/null && break; \
+	    [ $$try = 10 ] && exit 1; echo "apt is busy; trying again in 30 s"; sleep 30; \
+	  done; }
 
 ingest-sample: install
 	$(BIN)/abstract-qa ingest --sample --if-empty
