@@ -38,7 +38,24 @@ def paper_of(chunk_id: str) -> str:
     return chunk_id.rsplit(":", 1)[0]
 
 
-class Paper(BaseModel):
+class Linked(BaseModel):
+    """A paper's DOI and arXiv id, and the links they make."""
+
+    doi: str | None = Field(default=None, description="The DOI, lower case, without a resolver.")
+    arxiv_id: str | None = Field(default=None, description="The arXiv id, without a version.")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def doi_url(self) -> str | None:
+        return f"https://doi.org/{self.doi}" if self.doi else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def arxiv_url(self) -> str | None:
+        return f"https://arxiv.org/abs/{self.arxiv_id}" if self.arxiv_id else None
+
+
+class Paper(Linked):
     """One abstract as read from the corpus; ``abstract`` keeps the source text (LaTeX included)."""
 
     paper_id: str
@@ -98,13 +115,27 @@ class IngestReport(BaseModel):
         description="Chunks embedded this run: new ones and those whose embedded text changed "
         "(a metadata-only update is not embedded again).",
     )
+    formats: dict[str, str] = Field(
+        default_factory=dict, description="How each file read was read: BibTeX, RIS, ..."
+    )
     skipped: list[Problem] = Field(default_factory=list, description="Records or files not read.")
+    merged: list[Problem] = Field(
+        default_factory=list,
+        description="Records of a paper read before or already indexed (the same DOI, arXiv id "
+        "or title), merged into it.",
+    )
     warnings: list[Problem] = Field(
         default_factory=list,
         description="Records read with a caveat (e.g. a year that is no number).",
     )
     seconds: float = 0.0
     timings: dict[str, float] = Field(default_factory=dict, description="Seconds per step.")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def without_abstract(self) -> int:
+        """Records skipped for having no abstract (common in BibTeX); each is in ``skipped``."""
+        return sum(p.reason.startswith("no abstract") for p in self.skipped)
 
 
 class IndexStats(BaseModel):
@@ -120,7 +151,7 @@ class IndexStats(BaseModel):
     chroma: str = Field(description="`embedded` or the server's host:port.")
 
 
-class Source(BaseModel):
+class Source(Linked):
     """A retrieved paper with the passage(s) that matched; numbered as the answer cites it."""
 
     marker: int = Field(description="The number the answer cites this source by: [1], [2], ...")

@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from core.models import Chunk, IngestReport, ModelSpec, Paper, chunk_id
+from core.models import Chunk, IngestReport, ModelSpec, Paper, Problem, chunk_id
 from core.settings import Settings
 from core.text import RENDER_VERSION
 from ingest.chunk import chunk_paper, chunk_papers
 from ingest.embed import Embedder, get_embedder
-from ingest.read import read_paths
+from ingest.identity import adopted, known_keys
+from ingest.read import ReadResult, read_paths
 from store.index import Index, Write, is_writing
 from store.records import StoredChunk, paper_hash
 
@@ -27,7 +28,7 @@ Progress = Callable[[str, int, int], None]
 
 # Bump when chunk metadata gains a field: papers are re-chunked once and their metadata updated
 # in place (the text is unchanged, so nothing is embedded again).
-LAYOUT = "m2"
+LAYOUT = "m3"
 ROUND = 512  # chunks embedded and written per round: the unit an interruption can lose
 
 
@@ -132,17 +133,24 @@ def ingest(
     rebuild: bool = False,
     progress: Progress = _noop,
     processes: int = 1,
+    forced: str | None = None,
 ) -> IngestReport:
     """Bring the index up to date with the papers under ``paths``; safe to interrupt and re-run.
 
     ``processes`` > 1 chunks a large corpus in that many spawned processes: the calling
-    script's main module must then be import-safe (``if __name__ == "__main__":``)."""
+    script's main module must then be import-safe (``if __name__ == "__main__":``).
+    ``forced`` reads every file as that format (see `ingest.read.read_paths`)."""
     started = time.perf_counter()
     clock = _Clock()
     with clock("read"):
-        read = read_paths(paths)
+        read = read_paths(paths, forced)
     report = IngestReport(
-        files=read.files, papers=len(read.papers), skipped=read.skipped, warnings=read.warnings
+        files=read.files,
+        papers=len(read.papers),
+        skipped=read.skipped,
+        warnings=read.warnings,
+        merged=read.merged,
+        formats=read.formats,
     )
     embedder = get_embedder(settings)
     index = Index(settings)
@@ -153,9 +161,10 @@ def ingest(
         assert chunks is not None
         with clock("diff"):
             stored = index.stored(chunks)
+            papers = adopt_ids(read, stored, report.merged)
         chunking, chunker = chunking_of(settings, embedder.spec)
         with clock("chunk"):
-            todo = plan(read.papers, stored, chunking, chunker, processes)
+            todo = plan(papers, stored, chunking, chunker, processes)
         report.chunks, report.added, report.updated = todo.chunks, todo.added, todo.updated
         report.unchanged, report.removed = todo.unchanged, len(todo.delete)
         report.embedded = len(todo.embed)
@@ -173,6 +182,41 @@ def ingest(
     report.timings = {k: round(v, 3) for k, v in clock.seconds.items()}
     report.seconds = round(time.perf_counter() - started, 3)
     return report
+
+
+def adopt_ids(
+    read: ReadResult, stored: dict[str, StoredChunk], merged: list[Problem]
+) -> list[Paper]:
+    """The papers read, each one the index already holds under another id (the same DOI, arXiv
+    id or title, from another export of the library) given that id, so that it is updated, not
+    added twice. Papers whose id the corpus gave keep it."""
+    if not read.keys or not stored:
+        return read.papers
+    known = known_keys(
+        (s.paper_id, s.doi, s.arxiv_id, None if s.title_derived else s.title)
+        for s in stored.values()
+        if s.index == 0
+    )
+    taken = {paper.paper_id for paper in read.papers}
+    papers = []
+    for paper in read.papers:
+        keys = read.keys.get(paper.paper_id)
+        target = adopted(keys, known) if keys else None
+        if target and target != paper.paper_id and target not in taken:
+            taken.add(target)
+            kind, _, value = next(k for k in keys.all() if known.get(k) == target).partition(":")  # type: ignore[union-attr]
+            said = {"doi": f"DOI {value}", "arxiv": f"arXiv id {value}", "title": "title"}[kind]
+            file, _, line = paper.source.rpartition(":")
+            merged.append(
+                Problem(
+                    file=file,
+                    line=int(line) if line.isdigit() else None,
+                    reason=f"same paper (by {said}) as indexed paper {target!r}; updated it",
+                )
+            )
+            paper = paper.model_copy(update={"paper_id": target})
+        papers.append(paper)
+    return papers
 
 
 def _write(

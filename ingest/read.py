@@ -1,4 +1,6 @@
-"""Reading corpora: JSON Lines, JSON arrays, CSV and the plain sample format, plain or gzipped.
+"""Reading corpora: JSON Lines, JSON, CSV and the plain sample format, and the files of
+reference libraries (BibTeX, RIS, CSL-JSON, Zotero CSV, the arXiv snapshot, OpenAlex, Semantic
+Scholar), plain or gzipped.
 
 Every problem becomes a `Problem` naming the file and line; nothing here raises on bad input.
 """
@@ -13,6 +15,7 @@ import json
 import re
 import sys
 import zlib
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,8 +23,23 @@ from typing import Any
 
 from core.models import Paper, Problem
 from core.text import derive_title, fingerprint, normalise_for_id
+from ingest.bibliography import read_bibtex, read_ris
+from ingest.identity import Keys, clean_arxiv_id, clean_doi, group, merge_records
+from ingest.schemas import (
+    LABELS,
+    MAPPERS,
+    RECORD_SCHEMAS,
+    ZOTERO_COLUMNS,
+    from_zotero_csv,
+    schema_of,
+)
 
-FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".txt": "sample"}
+FORMATS = {
+    ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".txt": "sample",
+    ".bib": "bibtex", ".bibtex": "bibtex", ".ris": "ris",
+}  # fmt: skip
+"""File extensions and the format each is read as (``.json`` and ``.csv`` are looked into:
+CSL-JSON, OpenAlex, Semantic Scholar, the arXiv snapshot or Zotero's CSV)."""
 SUPPORTED = ", ".join(FORMATS) + " (optionally .gz)"
 _HEADER = re.compile(r"^\s*(?P<venue>[^\d]{1,60}?)\s+(?P<year>(?:19|20)\d{2})\b.{0,40}$")
 _YEAR = re.compile(r"\b(1[89]\d{2}|20\d{2}|2100)\b")
@@ -37,46 +55,115 @@ class ReadResult:
     papers: list[Paper] = field(default_factory=list)
     skipped: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
+    merged: list[Problem] = field(default_factory=list)
+    formats: dict[str, str] = field(default_factory=dict)
     files: int = 0
+    keys: dict[str, Keys] = field(default_factory=dict)
+    """What says which paper each paper is whose id the corpus did not give (library records
+    and id-less ones): ingest gives such a paper the id of an indexed paper it matches."""
 
 
 Raw = tuple[int, Any]  # (line number, parsed record) or (line number, Problem)
+
+
+@dataclass
+class _Record:
+    file: str
+    line: int
+    raw: Any  # our fields (a dict) or, for a record of our own schema, the record as read
+    schema: str | None  # a library schema, or None for ours
 
 
 SAMPLE = Path(__file__).resolve().parent / "sample"
 """The bundled sample: 57 ICLR 2023/2024 abstracts, shipped with the package."""
 
 
-def read_paths(paths: Sequence[str | Path]) -> ReadResult:
-    """Read every file named or found under a named directory; duplicates keep the first copy."""
+def read_paths(paths: Sequence[str | Path], forced: str | None = None) -> ReadResult:
+    """Read every file named or found under a named directory. One paper, one record: records
+    of one paper (same DOI, then arXiv id, then title) are merged, the one with the longest
+    abstract kept and its missing values taken from the others in the order read; a repeated id
+    keeps the first copy. ``forced`` reads every file as that format (a key of
+    `schemas.LABELS`) whatever its name."""
     result = ReadResult()
-    seen: dict[str, str] = {}
+    records: list[_Record] = []
     for path in _expand(paths, result.skipped):
         before = len(result.skipped)
-        records = list(_read_file(path, result.skipped))
-        if len(result.skipped) > before and not records and _file_level(result.skipped[-1]):
+        label, raws = _read_file(path, result.skipped, forced)
+        if len(result.skipped) > before and not raws and _file_level(result.skipped[-1]):
             continue
         result.files += 1
-        for line, raw in records:
+        result.formats[str(path)] = label
+        for line, raw, schema in raws:
             if isinstance(raw, Problem):
                 result.skipped.append(raw)
-                continue
-            paper = to_paper(raw, str(path), line, result.warnings)
-            if isinstance(paper, Problem):
-                result.skipped.append(paper)
-            elif paper.paper_id in seen:
-                result.skipped.append(
-                    Problem(
-                        file=str(path),
-                        line=line,
-                        reason=f"duplicate of paper {paper.paper_id!r} first read at "
-                        f"{seen[paper.paper_id]}; kept the first",
-                    )
-                )
             else:
-                seen[paper.paper_id] = paper.source
-                result.papers.append(paper)
+                records.append(_Record(str(path), line, raw, schema))
+    seen: dict[str, str] = {}
+    for record in _one_per_paper(records, result.merged):
+        paper = to_paper(
+            record.raw, record.file, record.line, result.warnings, library=bool(record.schema)
+        )
+        if isinstance(paper, Problem):
+            result.skipped.append(paper)
+        elif paper.paper_id in seen:
+            result.skipped.append(
+                Problem(
+                    file=record.file,
+                    line=record.line,
+                    reason=f"duplicate of paper {paper.paper_id!r} first read at "
+                    f"{seen[paper.paper_id]}; kept the first",
+                )
+            )
+        else:
+            seen[paper.paper_id] = paper.source
+            result.papers.append(paper)
+            if record.schema or not _text(_lower(record.raw).get("id")):
+                result.keys[paper.paper_id] = _keys(paper, None)
     return result
+
+
+def _lower(raw: Any) -> dict[str, Any]:
+    return {str(k).strip().lower(): v for k, v in raw.items()} if isinstance(raw, dict) else {}
+
+
+def _keys(paper: Paper | dict[str, Any], pinned: str | None) -> Keys:
+    if isinstance(paper, Paper):
+        title = None if paper.title_derived else paper.title
+        return Keys.of(paper.doi, paper.arxiv_id, title, pinned)
+    return Keys.of(paper.get("doi"), paper.get("arxiv_id"), paper.get("title"), pinned)
+
+
+def _one_per_paper(records: list[_Record], merged: list[Problem]) -> list[_Record]:
+    """Records of one paper as one record (see `identity.group`), each merge reported."""
+    keys = []
+    for record in records:
+        fields = _lower(record.raw)
+        pinned = None if record.schema else _text(fields.get("id"))
+        keys.append(_keys(fields, pinned))
+    out = []
+    for grouped in group(keys):
+        if len(grouped.members) == 1:
+            out.append(records[grouped.members[0]])
+            continue
+        # the record with the longest abstract is kept: exports often cut or drop it
+        order = sorted(
+            grouped.members, key=lambda i: -len(str(_lower(records[i].raw).get("abstract") or ""))
+        )
+        first = records[order[0]]
+        members = [records[i] for i in order]
+        for i in order[1:]:
+            kind, _, value = grouped.why.get(i, grouped.why.get(order[0], "title:")).partition(":")
+            said = {"doi": f"DOI {value}", "arxiv": f"arXiv id {value}", "title": "title"}[kind]
+            merged.append(
+                Problem(
+                    file=records[i].file,
+                    line=records[i].line,
+                    reason=f"same paper (by {said}) as {first.file}:{first.line}; merged into it",
+                )
+            )
+        raw = merge_records([_lower(m.raw) for m in members])
+        out.append(_Record(first.file, first.line, raw, first.schema))
+    return out
 
 
 def _file_level(problem: Problem) -> bool:
@@ -108,35 +195,101 @@ def _format_of(path: Path) -> tuple[str | None, bool]:
     return (FORMATS.get(suffixes[-1]) if suffixes else None), gz
 
 
-def _read_file(path: Path, skipped: list[Problem]) -> Iterator[Raw]:
+Entry = tuple[int, Any, str | None]  # (line, our fields / a record of ours / Problem, schema)
+
+
+def _read_file(path: Path, skipped: list[Problem], forced: str | None) -> tuple[str, list[Entry]]:
+    """How the file was read (words for the report) and its records."""
     name = str(path)
     fmt, gz = _format_of(path)
+    if forced is not None:
+        fmt = forced
     if fmt is None:
-        skipped.append(Problem(file=name, reason=f"unsupported file type; expected {SUPPORTED}"))
-        return
+        skipped.append(
+            Problem(
+                file=name,
+                reason=f"unsupported file type; expected {SUPPORTED}, or name the format with "
+                "--format",
+            )
+        )
+        return "", []
     try:
         data = path.read_bytes()
         if gz:
             data = gzip.decompress(data)
     except (OSError, EOFError, zlib.error) as exc:
         skipped.append(Problem(file=name, reason=f"cannot read the file: {exc}"))
-        return
+        return "", []
     if not data.strip():
         skipped.append(Problem(file=name, reason="empty file"))
-        return
+        return "", []
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         try:
             data = data.decode("utf-16").encode("utf-8")
         except UnicodeDecodeError as exc:
             skipped.append(Problem(file=name, reason=f"not valid UTF-16: {exc.reason}"))
-            return
+            return "", []
     if b"\x00" in data[:65536]:
         skipped.append(Problem(file=name, reason="binary file (contains NUL bytes), not text"))
-        return
+        return "", []
     # Bytes that are not UTF-8 survive as surrogates; `to_paper` re-reads those records alone.
     text = data.decode("utf-8-sig", errors="surrogateescape")
-    parse = {"jsonl": _parse_jsonl, "json": _parse_json, "csv": _parse_csv, "sample": _parse_sample}
-    yield from parse[fmt](text, name)
+    if fmt == "bibtex":
+        return LABELS["bibtex"], list(read_bibtex(text, name))
+    if fmt == "ris":
+        return LABELS["ris"], list(read_ris(text, name))
+    if fmt == "sample":
+        return LABELS["sample"], [(n, r, None) for n, r in _parse_sample(text, name)]
+    if fmt in ("csv", "zotero-csv"):
+        return _tabular(text, name, fmt == "zotero-csv")
+    # JSON of any schema: the container from the content, the schema record by record
+    container = "jsonl" if fmt == "jsonl" else _container(text)
+    parsed = _parse_jsonl(text, name) if container == "jsonl" else _parse_json(text, name)
+    want = fmt if fmt in RECORD_SCHEMAS else None
+    entries: list[Entry] = []
+    for line, raw in parsed:
+        for item in _unwrapped(raw):
+            schema = want or (schema_of(item) if isinstance(item, dict) else None)
+            entries.append((line, MAPPERS[schema](item) if schema else item, schema))
+    schemas = Counter(s for _, r, s in entries if not isinstance(r, Problem))
+    top = schemas.most_common(1)[0][0] if schemas else None
+    return LABELS[top] if top else LABELS[container], entries
+
+
+def _container(text: str) -> str:
+    """``json`` (one value) or ``jsonl`` (one value a line), from the content."""
+    start = text.lstrip()
+    if start.startswith("["):
+        return "json"
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        return "jsonl" if exc.msg == "Extra data" else "json"
+    return "json"
+
+
+def _unwrapped(raw: Any) -> list[Any]:
+    """An API response's list of records (OpenAlex ``results``, Semantic Scholar ``data``, a
+    CSL ``items`` list) as the records; anything else as itself."""
+    if isinstance(raw, dict) and "abstract" not in raw:
+        for name in ("results", "data", "items"):
+            value = raw.get(name)
+            if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+                return list(value)
+    return [raw]
+
+
+def _tabular(text: str, name: str, zotero: bool) -> tuple[str, list[Entry]]:
+    rows = list(_parse_csv(text, name, zotero))
+    header = rows[0][1] if rows and isinstance(rows[0][1], _Header) else None
+    rows = rows[1:] if header is not None else rows
+    zotero = zotero or (header is not None and len(ZOTERO_COLUMNS & set(header.names)) >= 2)
+    entries: list[Entry] = [
+        (line, from_zotero_csv(row) if zotero and isinstance(row, dict) else row,
+         "zotero-csv" if zotero and isinstance(row, dict) else None)
+        for line, row in rows
+    ]  # fmt: skip
+    return LABELS["zotero-csv" if zotero else "csv"], entries
 
 
 def _parse_jsonl(text: str, name: str) -> Iterator[Raw]:
@@ -207,21 +360,30 @@ def _line_of(text: str, pos: int) -> int:
     return text.count("\n", 0, pos) + 1
 
 
-def _parse_csv(text: str, name: str) -> Iterator[Raw]:
+@dataclass
+class _Header:
+    names: list[str]
+
+
+def _parse_csv(text: str, name: str, zotero: bool = False) -> Iterator[tuple[int, Any]]:
+    """The header (as a `_Header`), then each row as a dict by lower-cased column name."""
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = [h.strip().lower() for h in next(reader)]
     except (StopIteration, csv.Error) as exc:
         yield 1, Problem(file=name, line=1, reason=f"cannot read the CSV header: {exc}")
         return
-    if "abstract" not in header:
+    zotero = zotero or len(ZOTERO_COLUMNS & set(header)) >= 2
+    wanted = "abstract note" if zotero else "abstract"
+    if wanted not in header:
         yield (
             1,
             Problem(
-                file=name, line=1, reason=f"no 'abstract' column (columns: {', '.join(header)})"
+                file=name, line=1, reason=f"no {wanted!r} column (columns: {', '.join(header)})"
             ),
         )
         return
+    yield 1, _Header(header)
     start = reader.line_num + 1
     while True:
         try:
@@ -269,8 +431,12 @@ def _parse_sample(text: str, name: str) -> Iterator[Raw]:
             paragraph = []
 
 
-def to_paper(raw: Any, file: str, line: int, warnings: list[Problem]) -> Paper | Problem:
-    """One record to a `Paper`, or the reason it cannot be one."""
+def to_paper(
+    raw: Any, file: str, line: int, warnings: list[Problem], *, library: bool = False
+) -> Paper | Problem:
+    """One record to a `Paper`, or the reason it cannot be one. A ``library`` record (our
+    fields from a reference library's) has no id of its own: it gets its DOI, arXiv id or
+    title's (`identity.Keys.derived_id`)."""
 
     def problem(reason: str) -> Problem:
         return Problem(file=file, line=line, reason=reason)
@@ -280,7 +446,9 @@ def to_paper(raw: Any, file: str, line: int, warnings: list[Problem]) -> Paper |
     record = {str(k).strip().lower(): v for k, v in raw.items()}
     abstract = record.get("abstract")
     if abstract is None or (isinstance(abstract, str) and not abstract.strip()):
-        return problem("no abstract")
+        key, title = _text(record.get("key")), _text(record.get("title"))
+        named = ", ".join(x for x in (key and f"entry {key!r}", title and f"{title!r}") if x)
+        return problem(f"no abstract ({named})" if named and library else "no abstract")
     if not isinstance(abstract, str):
         return problem(f"abstract is {type(abstract).__name__}, not text")
     if _INVALID_UTF8.search(json.dumps(record, ensure_ascii=False, default=str)):
@@ -294,14 +462,16 @@ def to_paper(raw: Any, file: str, line: int, warnings: list[Problem]) -> Paper |
             f"abstract is {len(abstract):,} characters, over the {MAX_ABSTRACT_CHARS:,} an "
             "abstract can have (a whole paper?); shorten it to its abstract"
         )
-    raw_id = record.get("id")
+    raw_id = None if library else record.get("id")
     given_id = _text(raw_id)
     if raw_id is not None and raw_id != "" and given_id is None:
         warnings.append(problem(f"id {raw_id!r} is not text; an id was made from the abstract"))
     if given_id is not None and len(given_id) > MAX_ID_CHARS:
         return problem(f"id is {len(given_id):,} characters, over {MAX_ID_CHARS}")
-    paper_id = given_id or "h" + fingerprint(normalise_for_id(abstract))
     title = _text(record.get("title"))
+    doi, arxiv_id = clean_doi(record.get("doi")), clean_arxiv_id(record.get("arxiv_id"))
+    derived = _keys(record, None).derived_id() if library else None
+    paper_id = given_id or derived or "h" + fingerprint(normalise_for_id(abstract))
     return Paper(
         paper_id=paper_id,
         title=title or derive_title(abstract),
@@ -313,6 +483,8 @@ def to_paper(raw: Any, file: str, line: int, warnings: list[Problem]) -> Paper |
         url=_text(record.get("url")),
         keywords=_names(record.get("keywords")),
         decision=_text(record.get("decision")),
+        doi=doi,
+        arxiv_id=arxiv_id,
         source=f"{file}:{line}",
     )
 

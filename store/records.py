@@ -44,6 +44,8 @@ class StoredChunk:
     venue: str | None = None
     decision: str | None = None
     url: str | None = None
+    doi: str | None = None
+    arxiv_id: str | None = None
     source: str = ""
     content_hash: str = ""
     meta_hash: str = ""
@@ -111,7 +113,7 @@ class StoredChunk:
             meta["plain"] = self.rendered
         if self.rendered_title is not None:
             meta["plain_title"] = self.rendered_title
-        for key in ("year", "venue", "url", "decision"):
+        for key in ("year", "venue", "url", "decision", "doi", "arxiv_id"):
             if (value := getattr(self, key)) is not None:
                 meta[key] = value
         # lower-case copies for Chroma's case-sensitive filters
@@ -147,12 +149,17 @@ class StoredChunk:
         )
 
 
-_PAPER_FIELDS = {"paper_id", "title", "title_derived", "year", "venue", "decision", "url", "source"}
+_PAPER_FIELDS = {
+    "paper_id", "title", "title_derived", "year", "venue", "decision", "url", "doi", "arxiv_id",
+    "source",
+}  # fmt: skip
 # record field -> metadata key, by type
 _INTS = {"index": "chunk_index", "start": "start", "end": "end", "n_chunks": "n_chunks"}
 _STRINGS = {k: k for k in ("title", "source", "content_hash", "meta_hash", "paper_hash")}
-_OPTIONAL = {"venue": "venue", "decision": "decision", "url": "url", "rendered": "plain",
-             "rendered_title": "plain_title"}  # fmt: skip
+_OPTIONAL = {
+    "venue": "venue", "decision": "decision", "url": "url", "doi": "doi", "arxiv_id": "arxiv_id",
+    "rendered": "plain", "rendered_title": "plain_title",
+}  # fmt: skip
 
 
 def _optional(value: Any) -> str | None:
@@ -193,5 +200,7 @@ def stitch(chunks: list[StoredChunk]) -> Paper | None:
         venue=head.venue,
         decision=head.decision,
         url=head.url,
+        doi=head.doi,
+        arxiv_id=head.arxiv_id,
         source=head.source,
     )

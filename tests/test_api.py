@@ -12,7 +12,7 @@ import pytest
 
 from core.models import Answer, IndexStats, IngestReport, Paper, Source
 from ingest.read import read_paths
-from tests.conftest import SAMPLE, api_server, assert_citations_real, paper_id_containing
+from tests.conftest import ROOT, SAMPLE, api_server, assert_citations_real, paper_id_containing
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
 TOKEN = "api-test-token"
@@ -164,3 +164,24 @@ def test_beyond_loopback_without_a_token_ingest_is_off(index: Path, tmp_path: Pa
         assert refused.status_code == 403 and "AQA_API_TOKEN" in refused.json()["detail"]
         assert refused.json()["error"] == "ingest_off"
     assert "without AQA_API_TOKEN" in (tmp_path / "serve.log").read_text()
+
+
+def test_ingest_reads_a_reference_library_and_links_its_papers(
+    api: httpx.Client, tmp_path: Path
+) -> None:
+    library = ROOT / "tests" / "fixtures" / "library"
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    upload = [
+        ("files", ("my library.bib", (library / "zotero-export.bib").read_bytes(), "text/plain")),
+        ("files", ("export.txt", (library / "endnote.ris").read_bytes(), "text/plain")),
+    ]
+    refused = api.post("/ingest", files=upload, data={"format": "endnote"}, headers=auth)
+    assert refused.status_code == 422 and refused.json()["detail"][0]["loc"] == ["body", "format"]
+    report = IngestReport.model_validate(api.post("/ingest", files=upload[:1], headers=auth).json())
+    assert report.formats == {"my library.bib": "BibTeX"} and report.papers == 4
+    assert ("my library.bib", 63) in [(p.file, p.line) for p in report.skipped]
+    forced = api.post("/ingest", files=upload[1:], data={"format": "ris"}, headers=auth)
+    assert IngestReport.model_validate(forced.json()).formats == {"export.txt": "RIS"}
+    paper = api.get("/papers/doi:10.5555/colt.2014.rcb").json()
+    assert paper["doi_url"] == "https://doi.org/10.5555/colt.2014.rcb"
+    assert paper["arxiv_url"] is None and "{" not in paper["title"]

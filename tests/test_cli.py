@@ -82,3 +82,21 @@ def test_ask_json_has_the_answer_fields(sample_settings: Any) -> None:
     assert answer["filters_applied"] == "venue ICLR, years from 2023"
     empty = run("ask", "  ", AQA_DATA_DIR=str(sample_settings.data_dir))
     assert empty.returncode == 2 and "question is empty" in empty.stderr
+
+
+def test_ingest_names_each_format_and_takes_a_forced_one(tmp_path: Path) -> None:
+    library = ROOT / "tests" / "fixtures" / "library"
+    (tmp_path / "library.txt").write_text((library / "zotero-export.bib").read_text())
+    result = run("ingest", str(tmp_path / "library.txt"), str(library / "endnote.ris"),
+                 "--format", "bibtex")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert f"Read {tmp_path / 'library.txt'} as BibTeX." in result.stdout
+    assert f"Read {library / 'endnote.ris'} as BibTeX." in result.stdout  # forced: read as told
+    assert "1 record(s) have no abstract" in result.stdout
+    assert f"{tmp_path / 'library.txt'}:63: malformed BibTeX entry" in result.stdout
+    named = run("ingest", str(library / "endnote.ris"), "--json")
+    report = json.loads(named.stdout)
+    assert report["formats"] == {str(library / "endnote.ris"): "RIS"}
+    assert report["merged"][0]["reason"].startswith("same paper (by title) as indexed paper")
+    wrong = run("ingest", str(library / "endnote.ris"), "--format", "endnote")
+    assert wrong.returncode == 2 and "choose one of jsonl, json" in wrong.stderr

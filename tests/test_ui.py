@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from app.providers.wording import CANNOT_ANSWER
 from app.ui.shared import escape, linked
 from core.settings import Settings
-from tests.conftest import start_app
+from tests.conftest import ROOT, start_app
 
 
 def shown(at: AppTest) -> str:
@@ -125,3 +125,26 @@ def test_escape_neutralises_html_and_markdown() -> None:
     assert "<" not in out.replace("<br>", "") and ">" not in out
     for char in "*_[]()$`#":
         assert char not in out
+
+
+def test_a_bibtex_upload_is_named_reported_and_its_cards_link_the_doi(
+    monkeypatch: pytest.MonkeyPatch, isolated_env: Path
+) -> None:
+    at = start_app(monkeypatch, isolated_env)
+    at.switch_page("pages/ingest.py").run()
+    bib = (ROOT / "tests" / "fixtures" / "library" / "zotero-export.bib").read_bytes()
+    at.file_uploader(key="uploads").set_value(("my library.bib", bib, "text/plain")).run()
+    at.button[0].click().run()
+    assert not at.exception
+    assert {m.label: m.value for m in at.metric}["Papers read"] == "4"
+    assert any("my library.bib as BibTeX" in c.value for c in at.caption)
+    assert "1 record(s) have no abstract" in at.warning[0].value
+    rejected = at.dataframe[0].value  # no abstract, and the broken entry, by line
+    assert sorted(rejected["line"]) == [55, 63]
+
+    at.switch_page("pages/chat.py").run()
+    at.chat_input[0].set_value(
+        "contextual bandits with resource constraints such as knapsacks"
+    ).run()
+    page = shown(at)
+    assert '<a href="https://doi.org/10.5555/colt.2014.rcb" target="_blank">DOI</a>' in page

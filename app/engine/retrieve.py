@@ -87,7 +87,7 @@ class PaperHit:
             authors=list(head.authors),
             **{
                 name: getattr(head, name)
-                for name in ("title_derived", "year", "venue", "decision", "url")
+                for name in ("title_derived", "year", "venue", "decision", "url", "doi", "arxiv_id")
             },
             text=self.text,
             chunk_ids=[p.chunk_id for p in self.passages],

@@ -24,9 +24,9 @@ from contextlib import asynccontextmanager
 from functools import cache
 from itertools import chain, groupby
 from pathlib import Path, PurePath
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
-from fastapi import Depends, FastAPI, File, HTTPException, Query, Request, UploadFile
+from fastapi import Depends, FastAPI, File, Form, HTTPException, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -58,6 +58,7 @@ from core.models import (
     Source,
 )
 from core.settings import Settings, get_settings
+from ingest.schemas import FormatName
 
 
 class AskRequest(BaseModel):
@@ -395,9 +396,20 @@ def create_app(
             IndexMismatchError, StoreUnreachableError, ConfigError, *BODY, *refusals
         ),
     )
-    def ingest(files: Uploads) -> IngestReport:
-        """Add or update papers from uploaded files (JSON Lines, JSON, CSV or the sample
-        format, optionally gzipped). Problems name the uploaded file and line."""
+    def ingest(
+        files: Uploads,
+        format: Annotated[  # a form has no null: "auto" is the default
+            FormatName | Literal["auto"],
+            Form(
+                description="Read every file as this format, whatever its name; `auto` tells "
+                "it by the file's name and content."
+            ),
+        ] = "auto",
+    ) -> IngestReport:
+        """Add or update papers from uploaded files: JSON Lines, JSON, CSV, the sample format,
+        BibTeX, RIS, CSL-JSON, Zotero CSV, the arXiv snapshot, OpenAlex or Semantic Scholar,
+        optionally gzipped; the format is told by the file's name and content unless `format`
+        names it. Problems name the uploaded file and line."""
         from ingest.pipeline import ingest as run_ingest
 
         folder = Path(tempfile.mkdtemp(prefix="aqa-upload-"))
@@ -410,9 +422,14 @@ def create_app(
                     shutil.copyfileobj(upload.file, out)
                 names[str(target)] = name
             with ingest_lock:  # one write session at a time
-                report = run_ingest([folder], settings)
-            for problem in [*report.skipped, *report.warnings]:
+                forced = None if format == "auto" else format
+                report = run_ingest([folder], settings, forced=forced)
+            for problem in [*report.skipped, *report.warnings, *report.merged]:
                 problem.file = names.get(problem.file, PurePath(problem.file).name)
+            report.formats = {
+                names.get(file, PurePath(file).name): label
+                for file, label in report.formats.items()
+            }
             return report
         finally:
             shutil.rmtree(folder, ignore_errors=True)

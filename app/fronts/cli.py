@@ -17,6 +17,7 @@ from rich.table import Table
 from core.errors import AQAError
 from core.models import MODES, Answer, Filters, IndexStats, IngestReport
 from core.settings import Settings, get_settings
+from ingest.schemas import LABELS
 
 cli = typer.Typer(
     add_completion=False,
@@ -47,12 +48,21 @@ def ingest_command(
     if_empty: bool = typer.Option(
         False, "--if-empty", help="Do nothing when the index already holds papers."
     ),
+    fmt: str | None = typer.Option(
+        None,
+        "--format",
+        help="Read every file as this format, whatever its name: " + ", ".join(LABELS) + ".",
+    ),
 ) -> None:
-    """Read abstracts into the index. Re-running adds only what changed."""
+    """Read abstracts into the index: JSON Lines, JSON, CSV, BibTeX, RIS, CSL-JSON, Zotero CSV,
+    the arXiv snapshot, OpenAlex or Semantic Scholar files (gzipped too). Re-running adds only
+    what changed; a paper exported again from another tool updates the one indexed."""
     from ingest.pipeline import ingest
     from ingest.read import SAMPLE
     from store.index import Index
 
+    if fmt is not None and fmt not in LABELS:
+        raise typer.BadParameter(f"choose one of {', '.join(LABELS)}", param_hint="--format")
     paths = [*(paths or []), *([SAMPLE] if sample else [])]
     if not paths:
         raise typer.BadParameter("name files or directories to read, or --sample")
@@ -80,7 +90,12 @@ def ingest_command(
         try:
             # the console script's main module is import-safe, so chunking may use every core
             report = ingest(
-                paths, settings, rebuild=rebuild, progress=progress, processes=os.cpu_count() or 1
+                paths,
+                settings,
+                rebuild=rebuild,
+                progress=progress,
+                processes=os.cpu_count() or 1,
+                forced=fmt,
             )
         except KeyboardInterrupt:
             err.print(
@@ -97,15 +112,28 @@ def ingest_command(
 
 
 def _print_report(report: IngestReport) -> None:
+    for name, label in list(report.formats.items())[:MAX_LISTED]:
+        out.print(f"Read {name} as {label}.", highlight=False, markup=False)
+    if len(report.formats) > MAX_LISTED:
+        out.print(f"... and {len(report.formats) - MAX_LISTED} more file(s) (see --json)")
     out.print(
         f"Read {report.files} file(s): {report.papers} papers, {report.chunks} chunks "
         f"in {report.seconds:.1f}s."
     )
+    if report.without_abstract:
+        out.print(
+            f"{report.without_abstract} record(s) have no abstract and were not indexed "
+            "(listed under Skipped)."
+        )
     out.print(
         f"Chunks: {report.added} added, {report.updated} updated, "
         f"{report.unchanged} unchanged, {report.removed} removed."
     )
-    for label, problems in (("Skipped", report.skipped), ("Warnings", report.warnings)):
+    for label, problems in (
+        ("Merged (one paper read twice)", report.merged),
+        ("Skipped", report.skipped),
+        ("Warnings", report.warnings),
+    ):
         if problems:
             out.print(f"{label} ({len(problems)}):")
             for problem in problems[:MAX_LISTED]:

@@ -44,6 +44,8 @@ def to_document(source: Source) -> Document:
             "year": source.year,
             "venue": source.venue,
             "url": source.url,
+            "doi": source.doi,
+            "arxiv_id": source.arxiv_id,
             "score": source.score,
             "relevance": source.relevance,
             "chunk_ids": source.chunk_ids,

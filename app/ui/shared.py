@@ -92,6 +92,12 @@ def source_card(source: Source, supporting: list[str]) -> str:
         title = f'<a href="{html.escape(source.url, quote=True)}" target="_blank">{title}</a>'
     derived = ' <span class="aqa-muted">(untitled; first sentence shown)</span>'
     meta = " · ".join(escape(str(x)) for x in (source.venue, source.year) if x)
+    links = [
+        f'<a href="{html.escape(url, quote=True)}" target="_blank">{label}</a>'
+        for label, url in (("DOI", source.doi_url), ("arXiv", source.arxiv_url))
+        if url
+    ]
+    meta = " · ".join(x for x in (meta, *links) if x)
     authors = escape(", ".join(source.authors[:6]) + (" et al." if len(source.authors) > 6 else ""))
     return (
         f'<div class="aqa-card"><div class="aqa-head"><b>[{source.marker}]</b> {title}'

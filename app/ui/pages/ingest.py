@@ -1,4 +1,4 @@
-"""Add papers: upload JSONL / JSON / CSV / the plain sample format and see the ingest report."""
+"""Add papers: upload a corpus or a reference library's export and see the ingest report."""
 
 from __future__ import annotations
 
@@ -15,10 +15,14 @@ from ingest.read import FORMATS
 settings = ui.settings()
 st.title("Add papers")
 st.markdown(
-    "Upload **JSON Lines**, **JSON** arrays, **CSV** (fields `id, title, abstract, authors, year, "
-    "venue, url, keywords, decision`; only `abstract` is required) or the **plain sample format** "
-    "(first line `VENUE YEAR ...`, then one abstract per paragraph). Gzipped files work too. "
-    "Re-uploading a file adds only what changed; nothing already indexed is lost."
+    "Upload your reference library as it is: **BibTeX** (`.bib`, from Zotero, Google Scholar, "
+    "DBLP, arXiv or OpenReview), **RIS** (EndNote, Mendeley, Scopus, Web of Science), "
+    "**CSL-JSON** or **Zotero's CSV** export, the **arXiv** metadata snapshot, **OpenAlex** or "
+    "**Semantic Scholar** JSON. Or a corpus of your own: **JSON Lines**, **JSON**, **CSV** "
+    "(fields `id, title, abstract, authors, year, venue, url, keywords, decision, doi`; only "
+    "`abstract` is required) or the **plain sample format** (first line `VENUE YEAR ...`, then "
+    "one abstract per paragraph). Gzipped files work too. One paper exported twice (same DOI, "
+    "arXiv id or title) is indexed once; uploading again updates only what changed."
 )
 types = [ext.lstrip(".") for ext in FORMATS] + ["gz"]
 files = st.file_uploader("Corpus files", type=types, accept_multiple_files=True, key="uploads")
@@ -53,9 +57,25 @@ if st.button("Ingest", type="primary", disabled=not files):
     ):  # fmt: skip
         col.metric(name, value)
     st.caption("Added, updated, unchanged and removed count chunks (passages) of abstracts.")
+    if report.formats:
+        st.caption(
+            "Read "
+            + "; ".join(f"{Path(f).name} as {label}" for f, label in report.formats.items())
+            + "."
+        )
+    if report.without_abstract:
+        st.warning(
+            f"{report.without_abstract} record(s) have no abstract and were not indexed "
+            "(listed under Rejected).",
+            icon=":material/info:",
+        )
     if report.papers == 0:
         st.error("Nothing could be read from these files; see the reasons below.")
-    for title, problems in (("Rejected", report.skipped), ("Read with a caveat", report.warnings)):
+    for title, problems in (
+        ("One paper read twice: merged", report.merged),
+        ("Rejected", report.skipped),
+        ("Read with a caveat", report.warnings),
+    ):
         if problems:
             st.subheader(f"{title} ({len(problems)})")
             rows = [

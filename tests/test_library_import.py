@@ -1,0 +1,265 @@
+"""A researcher's own library ingests as it is: BibTeX, RIS, CSL-JSON, Zotero CSV, the arXiv
+snapshot, OpenAlex and Semantic Scholar files (tests/fixtures/library, written by hand from each
+format's specification and the exports of Zotero, EndNote, Crossref and the APIs)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from core.models import Paper
+from core.settings import Settings
+from ingest.identity import clean_arxiv_id, clean_doi, title_key
+from ingest.read import read_paths
+from ingest.schemas import inverted_abstract
+from tests.conftest import ROOT
+
+LIBRARY = ROOT / "tests" / "fixtures" / "library"
+BANDITS = "doi:10.5555/colt.2014.rcb"  # in the .bib, the .ris, the CSL-JSON and the S2 file
+GRAMMARS = "arxiv:0812.1234"  # .bib (eprint), .ris (title only), CSL (URL), arXiv snapshot
+MARKUP = ("{", "}", "\\", "$", "<jats", "</")
+
+
+def by_id(papers: list[Paper]) -> dict[str, Paper]:
+    return {p.paper_id: p for p in papers}
+
+
+def test_each_format_is_named_and_read_with_its_fields() -> None:
+    result = read_paths([LIBRARY])
+    assert {Path(f).name: label for f, label in result.formats.items()} == {
+        "arxiv-snapshot.jsonl": "arXiv metadata",
+        "endnote.ris": "RIS",
+        "openalex-works.json": "OpenAlex works",
+        "semantic-scholar.jsonl": "Semantic Scholar papers",
+        "zotero-csl.json": "CSL-JSON",
+        "zotero-export.bib": "BibTeX",
+        "zotero.csv": "Zotero CSV",
+    }
+    papers = by_id(result.papers)
+    assert len(papers) == 10
+    for paper in papers.values():  # no braces, LaTeX or markup left in what is shown
+        assert not any(m in paper.title or m in paper.abstract for m in MARKUP), paper
+    bandits = papers[BANDITS]
+    assert bandits.authors == ["Ashwinkumar Badanidiyuru", "John Langford", "Aleksandrs Slivkins"]
+    assert (bandits.year, bandits.venue) == (2014, "Conference on Learning Theory (COLT)")
+    assert (bandits.doi, bandits.arxiv_id) == ("10.5555/colt.2014.rcb", "1402.6779")
+    assert bandits.doi_url == "https://doi.org/10.5555/colt.2014.rcb"
+    assert "Dudík et al." in bandits.abstract  # the longest abstract of the four exports
+    grammars = papers[GRAMMARS]
+    assert grammars.year == 2008  # the first version's date, not the snapshot's update_date
+    assert "logistic normal distribution as a prior" in grammars.abstract
+    assert grammars.arxiv_url == "https://arxiv.org/abs/0812.1234"
+    hypergraphs = papers["arxiv:1312.5179"]  # BibTeX gave the abstract, arXiv the id
+    assert "total variation on hypergraphs, which we minimise in O(n log n)" in (
+        hypergraphs.abstract
+    )
+    lasso = papers["doi:10.5555/example.lasso"]  # the arXiv snapshot: LaTeX and line breaks
+    assert lasso.title == "Sparse l_1 Recovery with the Lasso"
+    assert "recovers k-sparse signals from O(k log p) noisy measurements" in lasso.abstract
+    assert lasso.keywords == ["math.ST", "stat.TH"] and lasso.year == 2017
+    umlauts = papers["arxiv:2103.01234"]  # @online, accents, an arXiv link with its version
+    assert (umlauts.title, umlauts.authors) == (
+        "Schrödinger Bridges for École Data",
+        ["Jörg Müller"],
+    )
+    assert "naïve priors" in umlauts.abstract and "95% of the cost" in umlauts.abstract
+    rules = papers["doi:10.5555/nips.1991.rules"]  # OpenAlex; its .bib entry had no abstract
+    assert (
+        "tests on molecular-biology problems rules show" in rules.abstract
+    )  # one position, two words
+    assert rules.venue == "Neural Information Processing Systems"
+    stage = papers["doi:10.5555/aistats.1997.stage"]  # Crossref-style CSL: JATS, lists
+    assert stage.abstract.startswith("This paper describes") and "search algorithm A, we" in (
+        stage.abstract
+    )
+    assert stage.authors == ["Justin A. Boyan", "Andrew W. Moore"] and "STAGE" in stage.keywords
+    edges = next(p for p in papers.values() if p.title.startswith("Third-Order Edge"))
+    assert edges.authors == ["Matthew Lawlor", "Steven W Zucker"] and edges.year == 2013
+    assert edges.keywords == ["vision", "contours", "natural scenes"]
+    crfs = next(p for p in papers.values() if p.title.startswith("Evidence-specific"))
+    assert (crfs.year, crfs.venue) == (2010, "Advances in Neural Information Processing Systems 23")
+    assert "order of magnitude speedup" in crfs.abstract  # N2 read as the abstract
+
+
+def test_missing_abstracts_and_broken_entries_are_reported_and_the_rest_is_read() -> None:
+    result = read_paths([LIBRARY])
+    skipped = {(Path(p.file).name, p.line): p.reason for p in result.skipped}
+    assert "malformed BibTeX entry (@article{broken2020,)" in skipped[("zotero-export.bib", 63)]
+    assert "text outside a RIS record" in skipped[("endnote.ris", 21)]
+    assert skipped[("endnote.ris", 35)] == "no abstract ('A record without an abstract')"
+    assert skipped[("zotero.csv", 3)] == (
+        "no abstract (entry 'P4M8ZQ2A', 'An Item Without An Abstract Note')"
+    )
+    assert "entry 'noabstract'" in skipped[("zotero-csl.json", 38)]
+    assert (
+        "entry 'aaaabbbbccccddddeeeeffff0000111122223333'"
+        in (skipped[("semantic-scholar.jsonl", 2)])
+    )
+    assert len(skipped) == 6
+    # the .bib entry without an abstract is the OpenAlex paper: merged, not missing
+    merged = {(Path(p.file).name, p.line): p.reason for p in result.merged}
+    assert merged[("zotero-export.bib", 55)].startswith("same paper (by title) as ")
+    # a record whose ER line is missing ends with the file
+    assert any(p.title == "A last record whose end line is missing" for p in result.papers)
+
+
+def test_one_paper_exported_as_bibtex_ris_and_csl_json_is_one_paper(tmp_path: Path) -> None:
+    result = read_paths(
+        [LIBRARY / "zotero-export.bib", LIBRARY / "endnote.ris", LIBRARY / "zotero-csl.json"]
+    )
+    ids = [p.paper_id for p in result.papers]
+    assert ids.count(BANDITS) == 1 and ids.count(GRAMMARS) == 1 and len(ids) == len(set(ids))
+    reasons = [p.reason for p in result.merged]
+    assert sum("by DOI 10.5555/colt.2014.rcb" in r for r in reasons) == 2  # .ris, CSL
+    assert sum("by title" in r or "by arXiv id 0812.1234" in r for r in reasons) >= 2
+
+
+def test_the_format_is_told_by_content_gzip_included_and_can_be_forced(tmp_path: Path) -> None:
+    # OpenAlex's snapshot is JSON lines in .gz files; a .json name may hold JSON lines too
+    work = json.loads((LIBRARY / "openalex-works.json").read_text())["results"][0]
+    (tmp_path / "part_000.json").write_text(json.dumps(work) + "\n" + json.dumps(work) + "\n")
+    with gzip.open(tmp_path / "export.bib.gz", "wt") as out:
+        out.write((LIBRARY / "zotero-export.bib").read_text())
+    result = read_paths([tmp_path / "part_000.json", tmp_path / "export.bib.gz"])
+    assert list(result.formats.values()) == ["OpenAlex works", "BibTeX"]
+    assert "doi:10.5555/nips.1991.rules" in by_id(result.papers)
+    twice = (2, f"same paper (by DOI 10.5555/nips.1991.rules) as {tmp_path / 'part_000.json'}:1; "
+             "merged into it")  # fmt: skip
+    assert twice in [(p.line, p.reason) for p in result.merged]  # the same work twice: one
+    # a BibTeX file under another name: not read until its format is named
+    shutil.copy(LIBRARY / "zotero-export.bib", tmp_path / "library.txt")
+    assert BANDITS not in by_id(read_paths([tmp_path / "library.txt"]).papers)
+    forced = read_paths([tmp_path / "library.txt"], forced="bibtex")
+    assert forced.formats == {str(tmp_path / "library.txt"): "BibTeX"}
+    assert BANDITS in by_id(forced.papers)
+
+
+def test_a_library_ingests_asks_and_updates_from_another_export(settings: Settings) -> None:
+    from app.engine.service import QAService
+    from ingest.pipeline import ingest
+    from store.index import Index
+
+    first = ingest([LIBRARY / "zotero-export.bib"], settings)
+    assert (first.papers, first.formats) == (4, {str(LIBRARY / "zotero-export.bib"): "BibTeX"})
+    assert first.without_abstract == 1  # towell1991rules, alone in this run
+    answer = QAService(settings).ask(
+        "Which prior over the grammar parameters does the Bayesian model for probabilistic "
+        "grammars use?"
+    )
+    assert answer.citations and answer.citations[0].paper_id == GRAMMARS
+    cited = next(s for s in answer.sources if s.paper_id == GRAMMARS)
+    assert cited.arxiv_url == "https://arxiv.org/abs/0812.1234"
+
+    # the library exported as RIS, which has no arXiv id for the grammar paper: its title
+    # finds the indexed paper, which is updated, not added twice
+    ris = ingest([LIBRARY / "endnote.ris"], settings)
+    assert [(Path(p.file).name, p.line, p.reason) for p in ris.merged] == [
+        ("endnote.ris", 12, f"same paper (by title) as indexed paper {GRAMMARS!r}; updated it")
+    ]
+    assert Index(settings).stats().papers == 4 + 2  # the CRF paper, the unterminated record
+    csl = ingest([LIBRARY / "zotero-csl.json"], settings)  # by DOI and by arXiv id
+    assert Index(settings).stats().papers == 6 + 1 and csl.without_abstract == 1
+    assert ingest([LIBRARY / "zotero-export.bib"], settings).added == 0
+    assert Index(settings).stats().papers == 7
+
+
+@pytest.mark.parametrize(
+    ("given_doi", "expected"),
+    [
+        ("https://doi.org/10.1145/3292500.3330701", "10.1145/3292500.3330701"),
+        ("doi:10.18653/v1/N19-1423.", "10.18653/v1/n19-1423"),
+        ("http://dx.doi.org/10.1000%2Fxyz123", "10.1000/xyz123"),
+        ("not a doi", None),
+    ],
+)
+def test_dois_are_read_in_any_usual_spelling(given_doi: str, expected: str | None) -> None:
+    assert clean_doi(given_doi) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("arXiv:1810.04805v2", "1810.04805"),
+        ("https://arxiv.org/abs/2103.01234v3", "2103.01234"),
+        ("http://arxiv.org/pdf/hep-th/9901001v1", "hep-th/9901001"),
+        ("10.48550/arXiv.1706.03762", "1706.03762"),
+        ("version 1.2.3", None),
+    ],
+)
+def test_arxiv_ids_are_read_in_any_usual_spelling(text: str, expected: str | None) -> None:
+    assert clean_arxiv_id(text) == expected
+
+
+words = st.lists(st.from_regex(r"[A-Za-z][a-z]{2,9}", fullmatch=True), min_size=2, max_size=12)
+
+
+@given(words)
+def test_a_title_keeps_its_key_through_case_braces_and_punctuation(title_words: list[str]) -> None:
+    title = " ".join(title_words)
+    braced = " ".join(f"{{{w.upper()}}}" if i % 2 else w.lower() for i, w in enumerate(title_words))
+    assert title_key(title) == title_key(braced + ".") == title_key(f"\\emph{{{title}}}")
+
+
+@given(st.lists(st.from_regex(r"[^\s]{1,8}", fullmatch=True), min_size=1, max_size=40))
+@example(["a", "b", "a"])  # a word at two positions
+def test_openalex_abstracts_are_rebuilt_word_for_word(text_words: list[str]) -> None:
+    index: dict[str, list[int]] = {}
+    for position, word in enumerate(text_words):
+        index.setdefault(word, []).append(position)
+    assert inverted_abstract(index) == " ".join(text_words)
+
+
+PLAIN = st.text(alphabet="abcdefghijklmnopqrstuvwxyz ABCXYZ0123456789.,;:!?-()'é", max_size=50)
+paper = st.fixed_dictionaries(
+    {
+        "title": PLAIN.filter(lambda t: any(c.isalnum() for c in t)),
+        "abstract": PLAIN.filter(lambda t: t.strip()),
+        "year": st.integers(1950, 2030),
+        "family": st.from_regex(r"[A-Z][a-zé]{1,9}", fullmatch=True),
+    }
+)
+
+
+@given(st.lists(paper, min_size=1, max_size=5))
+@example([{"title": "a", "abstract": "x.", "year": 2000, "family": "Ng"}])
+def test_a_library_exported_three_ways_reads_back_as_itself(papers: list[dict]) -> None:
+    import tempfile
+
+    import bibtexparser
+    import rispy
+    from bibtexparser.model import Entry, Field
+
+    bib = bibtexparser.Library()
+    ris, csl = [], []
+    for i, p in enumerate(papers):
+        doi = f"10.5555/prop.{i}"
+        bib.add(Entry("article", f"key{i}", [
+            Field("title", p["title"]), Field("abstract", p["abstract"]),
+            Field("author", f"{p['family']}, Ann"), Field("year", str(p["year"])),
+            Field("doi", doi),
+        ]))  # fmt: skip
+        ris.append({"type_of_reference": "JOUR", "title": p["title"], "doi": doi,
+                    "abstract": p["abstract"], "authors": [f"{p['family']}, Ann"],
+                    "year": f"{p['year']}//"})  # fmt: skip
+        csl.append({"id": f"item{i}", "type": "article-journal", "title": p["title"],
+                    "abstract": p["abstract"], "author": [{"family": p["family"], "given": "Ann"}],
+                    "issued": {"date-parts": [[p["year"]]]}, "DOI": doi.upper()})  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "a.bib").write_text(bibtexparser.write_string(bib))
+        Path(tmp, "b.ris").write_text(rispy.dumps(ris))
+        Path(tmp, "c.json").write_text(json.dumps(csl))
+        result = read_paths([tmp])
+    assert result.skipped == [] and len(result.merged) == 2 * len(papers)
+    got = by_id(result.papers)
+    assert set(got) == {f"doi:10.5555/prop.{i}" for i in range(len(papers))}
+    for i, p in enumerate(papers):
+        read = got[f"doi:10.5555/prop.{i}"]
+        assert read.abstract == " ".join(p["abstract"].split())
+        assert (read.year, read.authors) == (p["year"], [f"Ann {p['family']}"])
+        assert title_key(read.title) == title_key(p["title"])
