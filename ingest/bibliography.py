@@ -2,8 +2,9 @@
 becomes a `Problem` naming that line and the rest of the file is read.
 
 BibTeX goes through bibtexparser v2 with a pinned parse stack (its defaults may change in a
-minor release): ``@string`` macros resolved, enclosing braces or quotes removed, authors split
-into name parts. LaTeX is rendered by our own renderer (`schemas.tex`), which keeps math as text.
+minor release): field names in lower case, ``@string`` macros resolved, enclosing braces or
+quotes removed, authors split into name parts. LaTeX is rendered by our own renderer
+(`schemas.tex`), which keeps math as text.
 RIS goes through rispy, one record at a time, so that a record's line is known.
 """
 
@@ -21,6 +22,8 @@ Entry = tuple[int, Any, str | None]
 
 _NOT_PAPERS = {"string", "preamble", "comment"}
 _RIS_TAG = re.compile(r"^([A-Z][A-Z0-9])  -(?: (.*))?$")
+_WRAPPED = {"AB", "N1", "N2", "TI", "T1", "T2", "T3", "BT", "CT", "ST", "TT", "JF", "JO", "JA",
+            "J2", "KW", "AD", "PB", "M1", "M3"}  # fmt: skip
 _COUNTER = re.compile(r"^\s*\d+\.\s*$")  # "1." before a record, as rispy and WoS write
 
 
@@ -29,6 +32,7 @@ def read_bibtex(text: str, name: str) -> Iterator[Entry]:
     from bibtexparser import middlewares as mw
 
     stack = [
+        mw.NormalizeFieldKeys(allow_inplace_modification=True),  # Author, AUTHOR -> author
         mw.ResolveStringReferencesMiddleware(allow_inplace_modification=True),
         mw.RemoveEnclosingMiddleware(allow_inplace_modification=True),
         mw.SeparateCoAuthors(allow_inplace_modification=True),
@@ -72,22 +76,34 @@ def read_bibtex(text: str, name: str) -> Iterator[Entry]:
 
 
 def read_ris(text: str, name: str) -> Iterator[Entry]:
-    """Records from ``TY`` to ``ER``; a record whose ``ER`` line is missing ends where the next
-    ``TY`` line (or the file) does."""
+    """Records from ``TY`` to ``ER``. A record whose ``ER`` line is missing ends at the next
+    ``TY`` line, a record counter (``2.``), text after a blank line, or the end of the file."""
     import rispy
 
     lines = text.split("\n")
     record: list[str] = []
     start = 0
+    gap = False  # a blank line inside a record: a line without a tag after it is not the record's
+    last = ""  # the record's last tag: only a text field wraps onto lines without a tag
     for number, raw in enumerate(lines, start=1):
         line = raw.rstrip("\r").lstrip("\ufeff")
         tag = _RIS_TAG.match(line.rstrip())
+        if record and not tag and (_COUNTER.match(line) or (gap and line.strip())):
+            yield _ris_record(record, start, name, rispy)
+            record = []
         if tag and tag.group(1) == "TY":
             if record:
                 yield _ris_record(record, start, name, rispy)
-            record, start = [line], number
+            record, start, gap, last = [line], number, False, "TY"
         elif record:
+            if not tag and line.strip() and last not in _WRAPPED:
+                reason = f"not a RIS line (no tag, and {last} is no text that wraps); ignored"
+                yield number, Problem(file=name, line=number, reason=reason), None
+                continue
             record.append(line)
+            gap = gap or not line.strip()
+            if tag:
+                gap, last = False, tag.group(1)
             if tag and tag.group(1) == "ER":
                 yield _ris_record(record, start, name, rispy)
                 record = []

@@ -12,14 +12,20 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 from core.text import fingerprint
 
-_DOI = re.compile(r"\b(10\.\d{4,9}/\S+)", re.IGNORECASE)
-_DOI_TRAIL = ".,;)]}>\"'"
-# new-style ids (2007-): 0704.0001 to 2412.12345; old style: hep-th/9901001, math.AG/0309136
-_ARXIV_NEW = re.compile(r"(?<![\w.])(\d{4}\.\d{4,5})(?:v\d+)?(?![\w.])")
-_ARXIV_OLD = re.compile(r"(?<![\w.-])([a-z-]+(?:\.[A-Z]{2})?/\d{7})(?:v\d+)?\b")
+_DOI = re.compile(
+    r"\b(10\.\d{4,9}/[^\s?#]+)", re.IGNORECASE
+)  # a URL's ?query or #part is not in it
+_DOI_TRAIL = ".,;]}>\"'"
+# new-style ids (2007-): 0704.0001 to 2412.12345 (yymm: a month 01-12); old style: hep-th/9901001,
+# math/0309136 (written math.AG/0309136 too: the subject class is not part of the id)
+_ARXIV_NEW = re.compile(r"(?<![\w.])(\d{2}(?:0[1-9]|1[0-2])\.\d{4,5})(?:v\d+)?(?![\w]|\.\d)")
+_ARXIV_OLD = re.compile(
+    r"(?<![\w.-])([a-z][a-z-]*)(?:\.[a-z]{2})?/(\d{7})(?:v\d+)?(?!\d)", re.IGNORECASE
+)
 _ARXIV_DOI = re.compile(r"^10\.48550/arxiv\.(.+)$", re.IGNORECASE)
 _MACRO = re.compile(r"\\[A-Za-z]+")
 _NOT_KEY = re.compile(r"[^a-z0-9]+")
@@ -27,26 +33,35 @@ MIN_TITLE_KEY = 12  # shorter titles ("Introduction", "Editorial") name no one p
 
 
 def clean_doi(value: Any) -> str | None:
-    """``https://doi.org/10.1/ABC.`` -> ``10.1/abc``: DOIs are case-insensitive."""
+    """``https://doi.org/10.1/ABC.`` -> ``10.1/abc`` (DOIs are case-insensitive): a resolver,
+    percent-escapes, a URL's query and trailing punctuation dropped; a closing parenthesis only
+    when it closes none (``10.1061/(ASCE)0733-9399(2002)128:1(3)`` keeps its own)."""
     if not isinstance(value, str):
         return None
-    match = _DOI.search(value.replace("%2F", "/").replace("%2f", "/"))
+    match = _DOI.search(unquote(value))
     if match is None:
         return None
-    return match.group(1).rstrip(_DOI_TRAIL).casefold() or None
+    doi = match.group(1)
+    while doi and (doi[-1] in _DOI_TRAIL or (doi[-1] == ")" and doi.count(")") > doi.count("("))):
+        doi = doi[:-1]
+    return doi.casefold() or None
 
 
 def clean_arxiv_id(value: Any) -> str | None:
-    """``arXiv:1810.04805v2``, ``https://arxiv.org/abs/1810.04805`` or the arXiv DOI
-    ``10.48550/arXiv.1810.04805`` -> ``1810.04805`` (the version dropped)."""
+    """``arXiv:1810.04805v2``, ``https://arxiv.org/pdf/1810.04805v2.pdf`` or the arXiv DOI
+    ``10.48550/arXiv.1810.04805`` -> ``1810.04805`` (the version dropped); ``math.AG/0309136``
+    -> ``math/0309136``."""
     if not isinstance(value, str) or not value.strip():
         return None
     text = value.strip()
     doi = _ARXIV_DOI.match(clean_doi(text) or "")
     if doi:
         text = doi.group(1)
-    match = _ARXIV_NEW.search(text) or _ARXIV_OLD.search(text)
-    return match.group(1) if match else None
+    new = _ARXIV_NEW.search(text)
+    if new:
+        return new.group(1)
+    old = _ARXIV_OLD.search(text)
+    return f"{old.group(1).lower()}/{old.group(2)}" if old else None
 
 
 def title_key(title: str | None) -> str | None:
@@ -62,23 +77,26 @@ def title_key(title: str | None) -> str | None:
 
 @dataclass
 class Keys:
-    """What says which paper a record is. ``pinned`` ids were given by the corpus itself (our
-    JSONL/CSV ``id``): two different pinned ids are two papers unless a DOI or arXiv id says
-    otherwise."""
+    """What says which paper a record is. ``pinned`` is an id the corpus gave (our JSONL/CSV
+    ``id``); ``library`` marks a reference library's record, whose own key is no id."""
 
     doi: str | None = None
     arxiv_id: str | None = None
     title: str | None = None
     pinned: str | None = None
+    library: bool = False
 
     @classmethod
-    def of(cls, doi: Any, arxiv_id: Any, title: Any, pinned: str | None = None) -> Keys:
+    def of(
+        cls, doi: Any, arxiv_id: Any, title: Any, pinned: str | None = None, library: bool = False
+    ) -> Keys:
         """Keys from raw values: an arXiv DOI (10.48550/arXiv...) counts as the arXiv id."""
         doi = clean_doi(doi)
         arxiv_id = clean_arxiv_id(arxiv_id)
         if doi and _ARXIV_DOI.match(doi):
             arxiv_id, doi = arxiv_id or clean_arxiv_id(doi), None
-        return cls(doi, arxiv_id, title_key(title if isinstance(title, str) else None), pinned)
+        title = title_key(title if isinstance(title, str) else None)
+        return cls(doi, arxiv_id, title, pinned, library)
 
     def derived_id(self) -> str | None:
         """The id a paper has in every export: its DOI, else its arXiv id, else its title's."""
@@ -96,54 +114,108 @@ class Keys:
         ]
 
 
+_DERIVED = re.compile(r"^(?:doi:|arxiv:|t[0-9a-f]{16}$)")
+
+
+def is_derived(paper_id: str) -> bool:
+    """Whether an id is one `Keys.derived_id` makes (not one a corpus gave)."""
+    return _DERIVED.match(paper_id) is not None
+
+
 @dataclass
 class Group:
-    """Records found to be one paper: indexes into the read order, the first is kept."""
+    """Records found to be one paper: indexes into the read order, and for each record after
+    the first the key (``doi:...``, ``arxiv:...``, ``title:...``) that joined it."""
 
     members: list[int] = field(default_factory=list)
-    why: dict[int, str] = field(default_factory=dict)  # member -> the key it matched on
+    why: dict[int, str] = field(default_factory=dict)
+    dois: set[str] = field(default_factory=set)
+    arxiv_ids: set[str] = field(default_factory=set)
+    pinned: set[str] = field(default_factory=set)
+    library: bool = False
+
+    def joinable(self, mine: Keys, by: str) -> bool:
+        """Never two DOIs or two arXiv ids; a repeated given id is a duplicate (reported as
+        such later); by title only when a reference library's record is on one side (our own
+        records are told apart by their ids) and not both sides carry given ids."""
+        if mine.doi and self.dois and mine.doi not in self.dois:
+            return False
+        if mine.arxiv_id and self.arxiv_ids and mine.arxiv_id not in self.arxiv_ids:
+            return False
+        if mine.pinned and mine.pinned in self.pinned:
+            return False
+        if by == "title":
+            return (mine.library or self.library) and not (mine.pinned and self.pinned)
+        return True
+
+    def agrees(self, other: Group) -> bool:
+        """Whether two groups that one record links may become one paper."""
+        return not (
+            (self.dois and other.dois and self.dois != other.dois)
+            or (self.arxiv_ids and other.arxiv_ids and self.arxiv_ids != other.arxiv_ids)
+            or (self.pinned & other.pinned)
+        )
+
+    def take(self, i: int, mine: Keys, why: str | None) -> None:
+        self.members.append(i)
+        if why:
+            self.why[i] = why
+        self.dois.update([mine.doi] if mine.doi else [])
+        self.arxiv_ids.update([mine.arxiv_id] if mine.arxiv_id else [])
+        self.pinned.update([mine.pinned] if mine.pinned else [])
+        self.library = self.library or mine.library
 
 
 def group(keys: Sequence[Keys]) -> list[Group]:
-    """Records in read order gathered into papers: a record joins the first earlier paper that
-    shares its DOI, else its arXiv id, else its title key; never when they have different DOIs
-    or arXiv ids, nor by title alone when both have pinned ids."""
-    groups: list[Group] = []
-    owner: dict[str, int] = {}  # key -> group
-    facts: list[Keys] = []  # what each group knows so far
+    """Records gathered into papers by their DOI, arXiv id and title key (see
+    `Group.joinable`). A record that links two papers (a DOI one knows, an arXiv id the other
+    knows) makes them one when they agree. Groups come in the order of their first record."""
+    groups: list[Group | None] = []
+    owner: dict[str, int] = {}  # key -> group, followed through `moved` after a join
+    moved: dict[int, int] = {}
+
+    def live(g: int) -> int:
+        while g in moved:
+            g = moved[g]
+        return g
+
     for i, mine in enumerate(keys):
-        target: int | None = None
-        matched = ""
+        matches: list[tuple[int, str]] = []
         for key in mine.all():
-            g = owner.get(key)
-            if g is not None and _compatible(facts[g], mine, key):
-                target, matched = g, key
-                break
-        if target is None:
-            groups.append(Group(members=[i]))
-            facts.append(Keys(mine.doi, mine.arxiv_id, mine.title, mine.pinned))
-            target = len(groups) - 1
+            if key not in owner:
+                continue
+            g = live(owner[key])
+            target = groups[g]
+            assert target is not None
+            if all(g != m for m, _ in matches) and target.joinable(mine, key.partition(":")[0]):
+                matches.append((g, key))
+        if not matches:
+            groups.append(Group())
+            home = len(groups) - 1
+            why = None
         else:
-            groups[target].members.append(i)
-            groups[target].why[i] = matched
-            known = facts[target]
-            known.doi = known.doi or mine.doi
-            known.arxiv_id = known.arxiv_id or mine.arxiv_id
-            known.title = known.title or mine.title
-            known.pinned = known.pinned or mine.pinned
+            home, why = matches[0]
+        first = groups[home]
+        assert first is not None
+        first.take(i, mine, why)
+        for g, key in matches[1:]:
+            other = groups[g]
+            assert other is not None
+            if first.agrees(other):
+                other.why.setdefault(other.members[0], key)
+                first.members.extend(other.members)
+                first.why.update(other.why)
+                first.dois |= other.dois
+                first.arxiv_ids |= other.arxiv_ids
+                first.pinned |= other.pinned
+                first.library = first.library or other.library
+                groups[g], moved[g] = None, home
         for key in mine.all():
-            owner.setdefault(key, target)
-    return groups
-
-
-def _compatible(known: Keys, mine: Keys, key: str) -> bool:
-    if known.doi and mine.doi and known.doi != mine.doi:
-        return False
-    if known.arxiv_id and mine.arxiv_id and known.arxiv_id != mine.arxiv_id:
-        return False
-    if known.pinned and mine.pinned:  # the same id is a duplicate, told apart later
-        return known.pinned != mine.pinned and not key.startswith("title:")
-    return True
+            owner.setdefault(key, home)
+    out = [paper for paper in groups if paper is not None]
+    for paper in out:
+        paper.members.sort()
+    return sorted(out, key=lambda paper: paper.members[0])
 
 
 def merge_records(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -161,17 +233,48 @@ def _empty(value: Any) -> bool:
     return value is None or (isinstance(value, str | list | dict) and not value)
 
 
-def adopted(keys: Keys, known: Mapping[str, str]) -> str | None:
-    """The id an indexed paper with the same DOI, arXiv id or title already has (``known``
-    maps ``doi:...``, ``arxiv:...`` and ``title:...`` keys to paper ids)."""
-    return next((known[key] for key in keys.all() if key in known), None)
+def said(key: str) -> str:
+    """A key in a report's words: ``DOI 10.1/x``, ``arXiv id 1810.04805``, ``title``."""
+    kind, _, value = key.partition(":")
+    return {"doi": f"DOI {value}", "arxiv": f"arXiv id {value}"}.get(kind, "title")
 
 
-def known_keys(heads: Iterable[tuple[str, str | None, str | None, str | None]]) -> dict[str, str]:
+@dataclass(frozen=True)
+class Indexed:
+    """An indexed paper as `adopted` needs it."""
+
+    paper_id: str
+    doi: str | None
+    arxiv_id: str | None
+
+
+def adopted(keys: Keys, known: Mapping[str, Indexed]) -> tuple[Indexed, str] | None:
+    """The indexed paper a record is (``known`` maps ``doi:...``, ``arxiv:...`` and
+    ``title:...`` keys to indexed papers), with the key that says so: never one with another
+    DOI or arXiv id, and by title only one whose id was derived, not given by a corpus."""
+    for key in keys.all():
+        paper = known.get(key)
+        if paper is None:
+            continue
+        if (keys.doi and paper.doi and keys.doi != paper.doi) or (
+            keys.arxiv_id and paper.arxiv_id and keys.arxiv_id != paper.arxiv_id
+        ):
+            continue
+        if key.startswith("title:") and not is_derived(paper.paper_id):
+            continue
+        return paper, key
+    return None
+
+
+def known_keys(
+    heads: Iterable[tuple[str, str | None, str | None, str | None]],
+) -> dict[str, Indexed]:
     """``(paper_id, doi, arxiv_id, title)`` of indexed papers (title None when it was derived
     from the text) to the keys `adopted` looks up; the first paper keeps a shared key."""
-    known: dict[str, str] = {}
+    known: dict[str, Indexed] = {}
     for paper_id, doi, arxiv_id, title in heads:
-        for key in Keys.of(doi, arxiv_id, title).all():
-            known.setdefault(key, paper_id)
+        keys = Keys.of(doi, arxiv_id, title)
+        paper = Indexed(paper_id, keys.doi, keys.arxiv_id)
+        for key in keys.all():
+            known.setdefault(key, paper)
     return known

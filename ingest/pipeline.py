@@ -18,7 +18,7 @@ from core.settings import Settings
 from core.text import RENDER_VERSION
 from ingest.chunk import chunk_paper, chunk_papers
 from ingest.embed import Embedder, get_embedder
-from ingest.identity import adopted, known_keys
+from ingest.identity import adopted, known_keys, said
 from ingest.read import ReadResult, read_paths
 from store.index import Index, Write, is_writing
 from store.records import StoredChunk, paper_hash
@@ -197,25 +197,33 @@ def adopt_ids(
         for s in stored.values()
         if s.index == 0
     )
-    taken = {paper.paper_id for paper in read.papers}
+    taken = {paper.paper_id: paper.source for paper in read.papers}  # id -> who writes it
     papers = []
     for paper in read.papers:
         keys = read.keys.get(paper.paper_id)
-        target = adopted(keys, known) if keys else None
-        if target and target != paper.paper_id and target not in taken:
-            taken.add(target)
-            kind, _, value = next(k for k in keys.all() if known.get(k) == target).partition(":")  # type: ignore[union-attr]
-            said = {"doi": f"DOI {value}", "arxiv": f"arXiv id {value}", "title": "title"}[kind]
-            file, _, line = paper.source.rpartition(":")
-            merged.append(
-                Problem(
-                    file=file,
-                    line=int(line) if line.isdigit() else None,
-                    reason=f"same paper (by {said}) as indexed paper {target!r}; updated it",
-                )
+        found = adopted(keys, known) if keys else None
+        if found is None or found[0].paper_id == paper.paper_id:
+            papers.append(paper)
+            continue
+        indexed, key = found
+        file, _, line = paper.source.rpartition(":")
+        where = {"file": file, "line": int(line) if line.isdigit() else None}
+        if indexed.paper_id in taken:  # another record of this run updates that paper
+            reason = (
+                f"same paper (by {said(key)}) as indexed paper {indexed.paper_id!r}, which "
+                f"{taken[indexed.paper_id]} updates in this run; not read twice"
             )
-            paper = paper.model_copy(update={"paper_id": target})
-        papers.append(paper)
+            merged.append(Problem(**where, reason=reason))
+            continue
+        taken[indexed.paper_id] = paper.source
+        reason = f"same paper (by {said(key)}) as indexed paper {indexed.paper_id!r}; updated it"
+        merged.append(Problem(**where, reason=reason))
+        update = {
+            "paper_id": indexed.paper_id,
+            "doi": paper.doi or indexed.doi,
+            "arxiv_id": paper.arxiv_id or indexed.arxiv_id,
+        }
+        papers.append(paper.model_copy(update=update))
     return papers
 
 

@@ -24,15 +24,8 @@ from typing import Any
 from core.models import Paper, Problem
 from core.text import derive_title, fingerprint, normalise_for_id
 from ingest.bibliography import read_bibtex, read_ris
-from ingest.identity import Keys, clean_arxiv_id, clean_doi, group, merge_records
-from ingest.schemas import (
-    LABELS,
-    MAPPERS,
-    RECORD_SCHEMAS,
-    ZOTERO_COLUMNS,
-    from_zotero_csv,
-    schema_of,
-)
+from ingest.identity import Keys, clean_arxiv_id, clean_doi, group, merge_records, said
+from ingest.schemas import LABELS, MAPPERS, RECORD_SCHEMAS, from_zotero_csv, is_zotero, schema_of
 
 FORMATS = {
     ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".txt": "sample",
@@ -126,11 +119,11 @@ def _lower(raw: Any) -> dict[str, Any]:
     return {str(k).strip().lower(): v for k, v in raw.items()} if isinstance(raw, dict) else {}
 
 
-def _keys(paper: Paper | dict[str, Any], pinned: str | None) -> Keys:
+def _keys(paper: Paper | dict[str, Any], pinned: str | None, library: bool = False) -> Keys:
     if isinstance(paper, Paper):
         title = None if paper.title_derived else paper.title
-        return Keys.of(paper.doi, paper.arxiv_id, title, pinned)
-    return Keys.of(paper.get("doi"), paper.get("arxiv_id"), paper.get("title"), pinned)
+        return Keys.of(paper.doi, paper.arxiv_id, title, pinned, library)
+    return Keys.of(paper.get("doi"), paper.get("arxiv_id"), paper.get("title"), pinned, library)
 
 
 def _one_per_paper(records: list[_Record], merged: list[Problem]) -> list[_Record]:
@@ -139,31 +132,37 @@ def _one_per_paper(records: list[_Record], merged: list[Problem]) -> list[_Recor
     for record in records:
         fields = _lower(record.raw)
         pinned = None if record.schema else _text(fields.get("id"))
-        keys.append(_keys(fields, pinned))
+        keys.append(_keys(fields, pinned, library=bool(record.schema)))
     out = []
     for grouped in group(keys):
         if len(grouped.members) == 1:
             out.append(records[grouped.members[0]])
             continue
-        # the record with the longest abstract is kept: exports often cut or drop it
-        order = sorted(
-            grouped.members, key=lambda i: -len(str(_lower(records[i].raw).get("abstract") or ""))
-        )
+        # kept: the record whose id the corpus gave, else the longest usable abstract (exports
+        # often cut or drop it); the others only fill what it lacks
+        order = sorted(grouped.members, key=lambda i: _rank(records[i], keys[i]))
         first = records[order[0]]
         members = [records[i] for i in order]
         for i in order[1:]:
-            kind, _, value = grouped.why.get(i, grouped.why.get(order[0], "title:")).partition(":")
-            said = {"doi": f"DOI {value}", "arxiv": f"arXiv id {value}", "title": "title"}[kind]
+            why = said(grouped.why.get(i, grouped.why.get(order[0], "title:")))
             merged.append(
                 Problem(
                     file=records[i].file,
                     line=records[i].line,
-                    reason=f"same paper (by {said}) as {first.file}:{first.line}; merged into it",
+                    reason=f"same paper (by {why}) as {first.file}:{first.line}; merged into it",
                 )
             )
         raw = merge_records([_lower(m.raw) for m in members])
-        out.append(_Record(first.file, first.line, raw, first.schema))
+        library = keys[order[0]].pinned is None and any(m.schema for m in members)
+        schema = first.schema or (next(m.schema for m in members if m.schema) if library else None)
+        out.append(_Record(first.file, first.line, raw, schema))
     return out
+
+
+def _rank(record: _Record, keys: Keys) -> tuple[bool, int, int]:
+    abstract = _lower(record.raw).get("abstract")
+    usable = isinstance(abstract, str) and 0 < len(abstract.strip()) <= MAX_ABSTRACT_CHARS
+    return keys.pinned is None, -(len(abstract) if usable and isinstance(abstract, str) else -1), 0
 
 
 def _file_level(problem: Problem) -> bool:
@@ -241,19 +240,37 @@ def _read_file(path: Path, skipped: list[Problem], forced: str | None) -> tuple[
     if fmt == "sample":
         return LABELS["sample"], [(n, r, None) for n, r in _parse_sample(text, name)]
     if fmt in ("csv", "zotero-csv"):
-        return _tabular(text, name, fmt == "zotero-csv")
+        # a named format is read as named; only a .csv found by its name is looked into
+        zotero = {"zotero-csv": True, "csv": False if forced else None}[fmt]
+        return _tabular(text, name, zotero)
     # JSON of any schema: the container from the content, the schema record by record
     container = "jsonl" if fmt == "jsonl" else _container(text)
     parsed = _parse_jsonl(text, name) if container == "jsonl" else _parse_json(text, name)
     want = fmt if fmt in RECORD_SCHEMAS else None
+    look = want is None and forced is None  # `--format json` means ours, as named
     entries: list[Entry] = []
     for line, raw in parsed:
         for item in _unwrapped(raw):
-            schema = want or (schema_of(item) if isinstance(item, dict) else None)
-            entries.append((line, MAPPERS[schema](item) if schema else item, schema))
+            if not isinstance(item, dict):  # a Problem, or no object: reported as it is
+                entries.append((line, item, None))
+                continue
+            schema = want or (schema_of(item) if look else None)
+            entries.append(_mapped(item, schema, name, line))
     schemas = Counter(s for _, r, s in entries if not isinstance(r, Problem))
     top = schemas.most_common(1)[0][0] if schemas else None
     return LABELS[top] if top else LABELS[container], entries
+
+
+def _mapped(item: dict[str, Any], schema: str | None, name: str, line: int) -> Entry:
+    """A JSON record as our fields (its schema's mapper), or the problem of a value of a shape
+    the schema does not have (``authorships`` as text, a number for ``issued``)."""
+    if schema is None:
+        return line, item, None
+    try:
+        return line, MAPPERS[schema](item), schema
+    except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:
+        reason = f"not a {LABELS[schema]} record as its format has it ({type(exc).__name__}: {exc})"
+        return line, Problem(file=name, line=line, reason=reason), None
 
 
 def _container(text: str) -> str:
@@ -279,11 +296,13 @@ def _unwrapped(raw: Any) -> list[Any]:
     return [raw]
 
 
-def _tabular(text: str, name: str, zotero: bool) -> tuple[str, list[Entry]]:
+def _tabular(text: str, name: str, zotero: bool | None) -> tuple[str, list[Entry]]:
+    """A CSV file: Zotero's export when ``zotero`` says so, or (None) when its header has
+    Zotero's own columns."""
     rows = list(_parse_csv(text, name, zotero))
     header = rows[0][1] if rows and isinstance(rows[0][1], _Header) else None
     rows = rows[1:] if header is not None else rows
-    zotero = zotero or (header is not None and len(ZOTERO_COLUMNS & set(header.names)) >= 2)
+    zotero = zotero or (zotero is None and header is not None and is_zotero(header.names))
     entries: list[Entry] = [
         (line, from_zotero_csv(row) if zotero and isinstance(row, dict) else row,
          "zotero-csv" if zotero and isinstance(row, dict) else None)
@@ -365,7 +384,7 @@ class _Header:
     names: list[str]
 
 
-def _parse_csv(text: str, name: str, zotero: bool = False) -> Iterator[tuple[int, Any]]:
+def _parse_csv(text: str, name: str, zotero: bool | None = None) -> Iterator[tuple[int, Any]]:
     """The header (as a `_Header`), then each row as a dict by lower-cased column name."""
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
@@ -373,7 +392,7 @@ def _parse_csv(text: str, name: str, zotero: bool = False) -> Iterator[tuple[int
     except (StopIteration, csv.Error) as exc:
         yield 1, Problem(file=name, line=1, reason=f"cannot read the CSV header: {exc}")
         return
-    zotero = zotero or len(ZOTERO_COLUMNS & set(header)) >= 2
+    zotero = zotero or (zotero is None and is_zotero(header))
     wanted = "abstract note" if zotero else "abstract"
     if wanted not in header:
         yield (

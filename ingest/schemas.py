@@ -138,7 +138,8 @@ def from_bibtex(key: str, entry_type: str, values: Mapping[str, Any]) -> Fields:
 
 def _bib_name(parts: Any) -> str:
     words = [*parts.first, *parts.von, *parts.last, *parts.jr]
-    return " ".join(str(w) for w in words)
+    name = " ".join(str(w) for w in words)
+    return "" if name == "others" else name  # "and others" is BibTeX for "et al."
 
 
 # --- RIS (rispy's entries) ----------------------------------------------------------------------
@@ -168,8 +169,10 @@ def from_ris(entry: Mapping[str, Any]) -> Fields:
 
 
 # --- Zotero's "Export to CSV" -------------------------------------------------------------------
-ZOTERO_COLUMNS = {"abstract note", "publication year", "publication title", "item type"}
-"""Columns that only Zotero's CSV has; a CSV with two of them is read as Zotero's."""
+def is_zotero(header: Iterable[str]) -> bool:
+    """Whether a CSV header (lower case) is Zotero's: it has its own ``Abstract Note`` and
+    ``Item Type`` columns."""
+    return {"abstract note", "item type"} <= set(header)
 
 
 def from_zotero_csv(row: Mapping[str, Any]) -> Fields:
@@ -228,14 +231,16 @@ def _csl_year(issued: Any) -> int | None:
 
 
 def _clean(value: Any) -> str | None:
-    """Text that may carry markup (Crossref's JATS ``<jats:p>``, HTML ``<i>``) as plain text."""
+    """Text that may carry markup (Crossref's JATS ``<jats:p>``, HTML ``<i>``) or LaTeX (math
+    in an abstract) as plain text."""
     if value is None:
         return None
     text = str(value)
     if "<" in text:
         text = _BLOCK_END.sub(" ", _HEADING.sub("", text))
         text = html.unescape(_TAG.sub("", text))
-    return " ".join(text.split()) or None
+    text = " ".join(text.split())
+    return (plain_text(text) if has_latex(text) else text) or None
 
 
 # --- the arXiv metadata snapshot ----------------------------------------------------------------
@@ -279,7 +284,7 @@ def from_openalex(work: Mapping[str, Any]) -> Fields:
         {
             "key": str(work.get("id") or "").rsplit("/", 1)[-1] or None,
             "title": _clean(_first(work, "title", "display_name")),
-            "abstract": inverted_abstract(work.get("abstract_inverted_index")),
+            "abstract": _clean(inverted_abstract(work.get("abstract_inverted_index"))),
             "authors": [
                 str((a.get("author") or {}).get("display_name") or a.get("raw_author_name") or "")
                 for a in work.get("authorships") or []
@@ -347,21 +352,32 @@ def _s2_fields(p: Mapping[str, Any]) -> list[str]:
 
 # --- which schema a JSON record has -------------------------------------------------------------
 def schema_of(record: Mapping[str, Any]) -> str | None:
-    """The library schema a JSON object has, or None for ours (``abstract``, ``title``, ...)."""
-    names = {str(k) for k in record}
-    lower = {k.lower() for k in names}
-    if "abstract_inverted_index" in names or str(record.get("id", "")).startswith(
-        "https://openalex.org/"
-    ):
+    """The library schema a JSON object has, or None for ours (``abstract``, ``title``, ...).
+    Only a structure no record of ours has counts: an inverted abstract, S2's ``paperId`` or
+    ``externalIds``, arXiv's ``authors_parsed`` or ``versions`` with dates, CSL's ``issued``
+    date, ``container-title`` or ``citation-key`` or its authors with ``family`` names."""
+    if isinstance(record.get("abstract_inverted_index"), Mapping) or str(
+        record.get("id", "")
+    ).startswith("https://openalex.org/"):
         return "openalex"
-    if lower & {"paperid", "externalids", "corpusid"}:
+    lower = {str(k).lower(): v for k, v in record.items()}
+    if isinstance(lower.get("paperid"), str) or isinstance(lower.get("externalids"), Mapping):
         return "s2"
-    if "authors_parsed" in names or {"versions", "categories", "update_date"} <= names:
+    versions = record.get("versions")
+    if isinstance(record.get("authors_parsed"), list) or (
+        isinstance(versions, list)
+        and versions
+        and all(isinstance(v, Mapping) and "created" in v for v in versions)
+    ):
         return "arxiv"
-    if names & {"issued", "container-title", "citation-key"} or (
-        isinstance(record.get("author"), list)
-        and any(
-            isinstance(a, Mapping) and (a.keys() & {"family", "literal"}) for a in record["author"]
+    people = record.get("author")
+    if (
+        isinstance(record.get("issued"), Mapping)
+        or "container-title" in record
+        or "citation-key" in record
+        or (
+            isinstance(people, list)
+            and any(isinstance(a, Mapping) and (a.keys() & {"family", "literal"}) for a in people)
         )
     ):
         return "csl-json"

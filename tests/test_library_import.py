@@ -175,6 +175,9 @@ def test_a_library_ingests_asks_and_updates_from_another_export(settings: Settin
         ("https://doi.org/10.1145/3292500.3330701", "10.1145/3292500.3330701"),
         ("doi:10.18653/v1/N19-1423.", "10.18653/v1/n19-1423"),
         ("http://dx.doi.org/10.1000%2Fxyz123", "10.1000/xyz123"),
+        ("10.1061/(ASCE)0733-9399(2002)128:1(3)", "10.1061/(asce)0733-9399(2002)128:1(3)"),
+        ("(doi:10.1000/xyz123).", "10.1000/xyz123"),
+        ("https://doi.org/10.1145/3292500.3330701?utm_source=x", "10.1145/3292500.3330701"),
         ("not a doi", None),
     ],
 )
@@ -189,6 +192,10 @@ def test_dois_are_read_in_any_usual_spelling(given_doi: str, expected: str | Non
         ("https://arxiv.org/abs/2103.01234v3", "2103.01234"),
         ("http://arxiv.org/pdf/hep-th/9901001v1", "hep-th/9901001"),
         ("10.48550/arXiv.1706.03762", "1706.03762"),
+        ("https://arxiv.org/pdf/1810.04805v2.pdf", "1810.04805"),
+        ("math.AG/0309136", "math/0309136"),
+        ("10.48550/arXiv.math.AG/0309136", "math/0309136"),
+        ("see also 2020.12345 v2", None),  # month 20: no arXiv id
         ("version 1.2.3", None),
     ],
 )
@@ -263,3 +270,188 @@ def test_a_library_exported_three_ways_reads_back_as_itself(papers: list[dict]) 
         assert read.abstract == " ".join(p["abstract"].split())
         assert (read.year, read.authors) == (p["year"], [f"Ann {p['family']}"])
         assert title_key(read.title) == title_key(p["title"])
+
+
+# --- exports written by a helper who never saw this code, with what it expects ---------------
+BLIND = ROOT / "tests" / "fixtures" / "library-blind"
+
+
+def test_exports_written_blind_read_as_their_writer_expects() -> None:
+    expected = json.loads((BLIND.parent / "library-blind.expected.json").read_text())
+    result = read_paths([BLIND])
+
+    def key(title: str) -> str:
+        return "".join(c for c in title.casefold() if c.isalnum())
+
+    got = {key(p.title): p for p in result.papers}
+    assert sorted(got) == sorted(key(e["title"]) for e in expected["papers"])
+    for want in expected["papers"]:
+        paper = got[key(want["title"])]
+        assert (paper.doi, paper.arxiv_id, paper.year) == (
+            want["doi"],
+            want["arxiv_id"],
+            want["year"],
+        ), paper
+        assert want["first_author_family"] in paper.authors[0]
+        assert paper.abstract.startswith(want["abstract_starts"].rstrip())
+        assert not any(m in paper.title or m in paper.abstract for m in MARKUP), paper
+    skipped = [(Path(p.file).name, p.line, p.reason) for p in result.skipped]
+    for missing in expected["without_abstract"]:
+        assert any(
+            f == missing["file"] and r.startswith("no abstract") and missing["key_or_title"] in r
+            for f, _, r in skipped
+        ), missing
+    for broken in expected["malformed"]:  # reported at its line, or at a line inside it
+        assert any(
+            f == broken["file"] and broken["line"] <= line <= broken["line"] + 4
+            for f, line, _ in skipped
+        ), broken
+
+
+# --- the project's own format is read as before --------------------------------------------
+def test_our_records_keep_their_ids_and_are_never_merged_by_title(tmp_path: Path) -> None:
+    same = "Introduction to the Special Issue on Robustness"
+    rows = [
+        {"id": "p1", "title": same, "abstract": "Editorial one."},
+        {"title": same, "abstract": "Editorial two."},
+        {"title": same, "abstract": "Editorial three."},
+        {"id": "mine-1", "title": "A", "abstract": "S2-like field.", "corpusId": 1},
+        {"id": "mine-2", "title": "B", "abstract": "arXiv-like fields.", "categories": "cs.LG",
+         "update_date": "2020-01-01", "decision": "Poster"},
+    ]  # fmt: skip
+    (tmp_path / "ours.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    (tmp_path / "ours.csv").write_text(
+        "id,title,abstract,publication year,publication title\np9,T,An abstract.,2020,J\n"
+    )
+    for forced in (None, "jsonl"):
+        result = read_paths([tmp_path / "ours.jsonl"], forced=forced)
+        assert len(result.papers) == 5 and result.merged == []
+        assert {"p1", "mine-1", "mine-2"} <= set(by_id(result.papers))
+        assert by_id(result.papers)["mine-2"].decision == "Poster"
+    assert list(by_id(read_paths([tmp_path / "ours.csv"]).papers)) == ["p9"]
+    # a library record of one of our papers fills what ours lacks; ours keeps its id and text
+    (tmp_path / "lib.bib").write_text(
+        "@article{k, title={Deep Sets for Point Clouds}, abstract={A much longer abstract "
+        "than ours, from the library.}, doi={10.5555/sets}}"
+    )
+    (tmp_path / "ours.jsonl").write_text(
+        json.dumps({"id": "iclr-42", "title": "Deep Sets for Point Clouds", "abstract": "Ours."})
+    )
+    result = read_paths([tmp_path / "ours.jsonl", tmp_path / "lib.bib"])
+    [paper] = result.papers
+    assert (paper.paper_id, paper.abstract, paper.doi) == ("iclr-42", "Ours.", "10.5555/sets")
+
+
+def test_records_linked_through_each_other_are_one_paper_in_any_order(tmp_path: Path) -> None:
+    items = [
+        {"type": "article", "title": "Published Title", "DOI": "10.5555/x",
+         "issued": {"date-parts": [[2021]]}, "abstract": "Published."},
+        {"type": "article", "title": "Preprint Title", "URL": "https://arxiv.org/abs/2101.00002",
+         "issued": {"date-parts": [[2021]]}, "abstract": "Preprint, the longest abstract."},
+        {"type": "article", "title": "Published Title", "DOI": "10.5555/x",
+         "URL": "https://arxiv.org/pdf/2101.00002v2.pdf", "issued": {"date-parts": [[2021]]},
+         "abstract": "Both ids."},
+    ]  # fmt: skip
+    for order in (items, items[::-1], [items[1], items[0], items[2]]):
+        (tmp_path / "lib.json").write_text(json.dumps(order))
+        [paper] = read_paths([tmp_path / "lib.json"]).papers
+        assert (paper.paper_id, paper.arxiv_id) == ("doi:10.5555/x", "2101.00002")
+        assert paper.abstract == "Preprint, the longest abstract."
+
+
+def test_a_record_the_index_cannot_use_is_not_the_one_kept(tmp_path: Path) -> None:
+    rows = [{"id": "p1", "doi": "10.5555/x", "abstract": "x" * 25_000},
+            {"id": "p2", "doi": "10.5555/x", "abstract": "The real abstract."}]  # fmt: skip
+    (tmp_path / "ours.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    assert [p.paper_id for p in read_paths([tmp_path / "ours.jsonl"]).papers] == ["p2"]
+
+
+def test_an_indexed_paper_is_adopted_only_when_nothing_disagrees(settings: Settings) -> None:
+    from app.engine.service import QAService
+    from ingest.pipeline import ingest
+    from store.index import Index
+
+    ours = settings.data_dir.parent / "ours.jsonl"
+    ours.write_text("\n".join(json.dumps(r) for r in [
+        {"id": "p-old", "title": "Deep Learning for Symbolic Mathematics", "decision": "Oral",
+         "doi": "10.5555/conference", "abstract": "The conference paper on symbolic maths."},
+        {"id": "p2", "title": "Second", "doi": "10.5555/second", "arxiv_id": "2101.00002",
+         "abstract": "Second paper, first version."},
+    ]))  # fmt: skip
+    ingest([ours], settings)
+    bib = settings.data_dir.parent / "lib.bib"
+    bib.write_text(
+        "@article{j, title={Deep Learning for Symbolic Mathematics}, doi={10.5555/journal},\n"
+        "  abstract={A journal paper with the title of another paper.}}\n"
+        "@article{d, title={Published Title Of The Second Paper}, doi={10.5555/second},\n"
+        "  abstract={Second paper, published version.}}\n"
+        "@misc{a, title={Preprint Title Of The Second Paper}, eprint={2101.00002},\n"
+        "  abstract={Second paper, preprint version.}}\n"
+    )
+    report = ingest([bib], settings)
+    reasons = [p.reason for p in report.merged]
+    assert reasons[0] == "same paper (by DOI 10.5555/second) as indexed paper 'p2'; updated it"
+    assert "which " in reasons[1] and "not read twice" in reasons[1] and len(reasons) == 2
+    assert Index(settings).stats().papers == 3  # the journal paper is a paper of its own
+    service = QAService(settings)
+    assert service.paper("p-old").abstract == "The conference paper on symbolic maths."
+    second = service.paper("p2")
+    assert (second.abstract, second.arxiv_id) == ("Second paper, published version.", "2101.00002")
+
+
+def test_bibtex_authors_whatever_the_field_case_and_ris_records_that_run_on(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "wos.bib").write_text(
+        "@Article{ ISI:1,\nAuthor = {Smith, John and\n   Doe, Jane and\n   {World Health "
+        "Organization} and others},\nTitle = {{A} Title},\nAbstract = {Text.},\nYear = {2019},\n}"
+    )
+    [paper] = read_paths([tmp_path / "wos.bib"]).papers
+    assert paper.authors == ["John Smith", "Jane Doe", "World Health Organization"]
+    (tmp_path / "run-on.ris").write_text(
+        "TY  - JOUR\nTI  - First title\nAB  - Abstract one.\n\n2.\nTY  - JOUR\nTI  - Second\n"
+        "AU  - Doe, Jane\n@@@ garbage ###\nAB  - Abstract two,\nwrapped onto a second line.\n"
+        "ER  - \n"
+    )
+    result = read_paths([tmp_path / "run-on.ris"])
+    assert [(p.title, p.abstract) for p in result.papers] == [
+        ("First title", "Abstract one."),
+        ("Second", "Abstract two, wrapped onto a second line."),
+    ]
+    assert [(p.line, p.reason[:14]) for p in result.skipped] == [(9, "not a RIS line")]
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+FIELDS = [
+    "id", "title", "abstract", "author", "authors", "issued", "container-title", "DOI", "URL",
+    "doi", "versions", "authors_parsed", "categories", "abstract_inverted_index", "authorships",
+    "primary_location", "locations", "keywords", "paperId", "externalIds", "venue", "year",
+    "publicationVenue", "s2FieldsOfStudy", "number", "note", "publication_year", "host_venue",
+]  # fmt: skip
+
+
+@given(
+    st.sampled_from(["csl-json", "arxiv", "openalex", "s2", "jsonl"]),
+    st.lists(st.dictionaries(st.sampled_from(FIELDS), JSON, max_size=8), min_size=1, max_size=4),
+)
+@example(
+    "openalex",
+    [{"authorships": "x", "primary_location": [1], "abstract_inverted_index": {"a": "b"}}],
+)
+def test_any_json_record_in_any_schema_is_read_or_reported_never_raises(
+    schema: str, records: list[dict]
+) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp, "r.jsonl")
+        path.write_text("\n".join(json.dumps(r) for r in records) + "\n{broken\n")
+        result = read_paths([path], forced=schema)
+    assert len(result.papers) + len(result.skipped) + len(result.merged) == len(records) + 1
+    assert all(p.abstract.strip() for p in result.papers)

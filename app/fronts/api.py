@@ -399,7 +399,7 @@ def create_app(
     def ingest(
         files: Uploads,
         format: Annotated[  # a form has no null: "auto" is the default
-            FormatName | Literal["auto"],
+            Literal["auto", FormatName],
             Form(
                 description="Read every file as this format, whatever its name; `auto` tells "
                 "it by the file's name and content."
