@@ -110,7 +110,7 @@ def read_paths(paths: Sequence[str | Path], forced: str | None = None) -> ReadRe
         else:
             seen[paper.paper_id] = paper.source
             result.papers.append(paper)
-            if record.schema or not _text(_lower(record.raw).get("id")):
+            if not _text(_lower(record.raw).get("paper_id" if record.schema else "id")):
                 result.keys[paper.paper_id] = _keys(paper, None)
     return result
 
@@ -131,7 +131,7 @@ def _one_per_paper(records: list[_Record], merged: list[Problem]) -> list[_Recor
     keys = []
     for record in records:
         fields = _lower(record.raw)
-        pinned = None if record.schema else _text(fields.get("id"))
+        pinned = _text(fields.get("paper_id" if record.schema else "id"))
         keys.append(_keys(fields, pinned, library=bool(record.schema)))
     out = []
     for grouped in group(keys):
@@ -153,7 +153,9 @@ def _one_per_paper(records: list[_Record], merged: list[Problem]) -> list[_Recor
                 )
             )
         raw = merge_records([_lower(m.raw) for m in members])
-        library = keys[order[0]].pinned is None and any(m.schema for m in members)
+        library = first.schema is not None or (
+            keys[order[0]].pinned is None and any(m.schema for m in members)
+        )
         schema = first.schema or (next(m.schema for m in members if m.schema) if library else None)
         out.append(_Record(first.file, first.line, raw, schema))
     return out
@@ -481,7 +483,7 @@ def to_paper(
             f"abstract is {len(abstract):,} characters, over the {MAX_ABSTRACT_CHARS:,} an "
             "abstract can have (a whole paper?); shorten it to its abstract"
         )
-    raw_id = None if library else record.get("id")
+    raw_id = record.get("paper_id" if library else "id")
     given_id = _text(raw_id)
     if raw_id is not None and raw_id != "" and given_id is None:
         warnings.append(problem(f"id {raw_id!r} is not text; an id was made from the abstract"))
@@ -491,10 +493,13 @@ def to_paper(
     doi, arxiv_id = clean_doi(record.get("doi")), clean_arxiv_id(record.get("arxiv_id"))
     derived = _keys(record, None).derived_id() if library else None
     paper_id = given_id or derived or "h" + fingerprint(normalise_for_id(abstract))
+    made = derive_title(abstract) if library or not title else None
+    # an export of ours writes an untitled paper's made-up title: it is still made up
+    untitled = made is not None and (not title or title == made)
     return Paper(
         paper_id=paper_id,
-        title=title or derive_title(abstract),
-        title_derived=not title,
+        title=made if untitled and made is not None else title or "",
+        title_derived=untitled,
         abstract=abstract,
         authors=_names(record.get("authors")),
         year=_year(record.get("year"), problem, warnings),

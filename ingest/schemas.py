@@ -19,6 +19,10 @@ from ingest.identity import clean_arxiv_id, clean_doi
 
 Fields = dict[str, Any]
 
+ID_FIELD = "abstractqa-id"
+"""The BibTeX field in which our own export carries a paper's id (`paper_id` of our fields):
+such an entry ingests back into that paper."""
+
 FormatName = Literal[
     "jsonl", "json", "csv", "sample", "bibtex", "ris", "csl-json", "zotero-csv", "arxiv",
     "openalex", "s2",
@@ -132,6 +136,7 @@ def from_bibtex(key: str, entry_type: str, values: Mapping[str, Any]) -> Fields:
             "doi": f.get("doi"),
             "arxiv_id": _arxiv(eprint, f.get("arxiv"), f.get("url"), f.get("journal")),
             "type": entry_type,
+            "paper_id": f.get(ID_FIELD),
         }
     )
 

@@ -148,3 +148,5 @@ def test_a_bibtex_upload_is_named_reported_and_its_cards_link_the_doi(
     ).run()
     page = shown(at)
     assert '<a href="https://doi.org/10.5555/colt.2014.rcb" target="_blank">DOI</a>' in page
+    downloads = at.get("download_button")  # Markdown, BibTeX, CSL-JSON of the answer
+    assert len(downloads) == 3 and not at.exception

@@ -160,12 +160,23 @@ def ask_command(
         help="Do not read this filter from the question: year, venues, decisions or authors.",
     ),
     mode: str = typer.Option("hybrid", "--mode", help="Retrieval: " + ", ".join(MODES) + "."),
+    export_to: Path | None = typer.Option(
+        None,
+        "--export",
+        help="Also write the answer to this file: .md (the answer and its cited papers), .bib or "
+        ".csl.json (the cited papers, for a reference manager), .json (the Answer).",
+    ),
+    export_all: bool = typer.Option(
+        False, "--export-all", help="Export every source shown, not only the cited papers."
+    ),
 ) -> None:
     """Answer a question from the indexed abstracts, citing them."""
+    from app.engine.export import export, format_for
     from app.engine.service import QAService
 
     if mode not in MODES:
         raise typer.BadParameter(f"choose one of {', '.join(MODES)}", param_hint="--mode")
+    fmt = format_for(export_to.name) if export_to is not None else None
     service = QAService()
     events = service.stream(
         question,
@@ -183,6 +194,10 @@ def ask_command(
     streamed = False
     for event in events:
         if isinstance(event, Answer):
+            if export_to is not None and fmt is not None:
+                text = export([event], fmt, service.paper, everything=export_all)
+                export_to.write_text(text, encoding="utf-8")
+                err.print(f"Exported to {export_to} ({fmt}).", highlight=False, markup=False)
             if as_json:
                 typer.echo(event.model_dump_json(indent=2))
             else:

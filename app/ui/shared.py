@@ -13,6 +13,7 @@ import time
 import pandas as pd
 import streamlit as st
 
+from app.engine.export import ExportFormat, export
 from app.engine.service import QAService
 from app.providers import answers_off_machine
 from app.providers.base import resolve_llm
@@ -258,6 +259,32 @@ def counts_chart(answer: Answer) -> None:
     st.caption(f"Counted: {escape(counts.rule)}", unsafe_allow_html=True)
 
 
+EXPORTS: list[tuple[str, ExportFormat, str, str]] = [
+    ("Markdown", "markdown", "md", "text/markdown"),
+    ("BibTeX", "bibtex", "bib", "application/x-bibtex"),
+    ("CSL-JSON", "csl-json", "csl.json", "application/vnd.citationstyles.csl+json"),
+]
+
+
+def export_buttons(answer: Answer, key: str) -> None:
+    """Download buttons: the answer with its cited papers as Markdown, the cited papers as
+    BibTeX or CSL-JSON for a reference manager."""
+    if not answer.cited_sources:
+        return
+    paper = get_service(settings()).paper
+    for column, (label, fmt, suffix, mime) in zip(st.columns(len(EXPORTS)), EXPORTS, strict=True):
+        column.download_button(
+            label,
+            data=export([answer], fmt, paper),
+            file_name=f"answer-{key}.{suffix}",
+            mime=mime,
+            key=f"export-{fmt}-{key}",
+            on_click="ignore",
+            icon=":material/download:",
+            width="stretch",
+        )
+
+
 def render_answer(answer: Answer, key: str = "0") -> None:
     """The answer with its citation badges, then a card per cited source."""
     if answer.abstained:
@@ -283,6 +310,7 @@ def render_answer(answer: Answer, key: str = "0") -> None:
     notes.append(f"{answer.timings.get('total', 0):.2f}s")
     st.caption(" · ".join(notes), unsafe_allow_html=True)
     filter_buttons(answer, key)
+    export_buttons(answer, key)
     supporting: dict[int, list[str]] = {c.marker: c.supporting for c in answer.citations}
     cited = answer.cited_sources
     for source in cited:
