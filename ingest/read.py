@@ -18,6 +18,7 @@ import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +65,18 @@ class _Record:
     file: str
     line: int
     raw: Any  # our fields (a dict) or, for a record of our own schema, the record as read
-    schema: str | None  # a library schema, or None for ours
+    library: bool  # our fields from a reference library's record (its own key is no id)
+
+    @cached_property
+    def fields(self) -> dict[str, Any]:
+        """The record's fields by lower-case name ({} when it is no object)."""
+        raw = self.raw
+        return {str(k).strip().lower(): v for k, v in raw.items()} if isinstance(raw, dict) else {}
+
+    @property
+    def pinned(self) -> str | None:
+        """The id the corpus gave (ours: ``id``; our own BibTeX export: ``abstractqa-id``)."""
+        return _text(self.fields.get("paper_id" if self.library else "id"))
 
 
 SAMPLE = Path(__file__).resolve().parent / "sample"
@@ -90,11 +102,11 @@ def read_paths(paths: Sequence[str | Path], forced: str | None = None) -> ReadRe
             if isinstance(raw, Problem):
                 result.skipped.append(raw)
             else:
-                records.append(_Record(str(path), line, raw, schema))
+                records.append(_Record(str(path), line, raw, schema is not None))
     seen: dict[str, str] = {}
     for record in _one_per_paper(records, result.merged):
         paper = to_paper(
-            record.raw, record.file, record.line, result.warnings, library=bool(record.schema)
+            record.raw, record.file, record.line, result.warnings, library=record.library
         )
         if isinstance(paper, Problem):
             result.skipped.append(paper)
@@ -110,13 +122,9 @@ def read_paths(paths: Sequence[str | Path], forced: str | None = None) -> ReadRe
         else:
             seen[paper.paper_id] = paper.source
             result.papers.append(paper)
-            if not _text(_lower(record.raw).get("paper_id" if record.schema else "id")):
+            if record.pinned is None:
                 result.keys[paper.paper_id] = _keys(paper, None)
     return result
-
-
-def _lower(raw: Any) -> dict[str, Any]:
-    return {str(k).strip().lower(): v for k, v in raw.items()} if isinstance(raw, dict) else {}
 
 
 def _keys(paper: Paper | dict[str, Any], pinned: str | None, library: bool = False) -> Keys:
@@ -128,11 +136,7 @@ def _keys(paper: Paper | dict[str, Any], pinned: str | None, library: bool = Fal
 
 def _one_per_paper(records: list[_Record], merged: list[Problem]) -> list[_Record]:
     """Records of one paper as one record (see `identity.group`), each merge reported."""
-    keys = []
-    for record in records:
-        fields = _lower(record.raw)
-        pinned = _text(fields.get("paper_id" if record.schema else "id"))
-        keys.append(_keys(fields, pinned, library=bool(record.schema)))
+    keys = [_keys(r.fields, r.pinned, library=r.library) for r in records]
     out = []
     for grouped in group(keys):
         if len(grouped.members) == 1:
@@ -140,7 +144,7 @@ def _one_per_paper(records: list[_Record], merged: list[Problem]) -> list[_Recor
             continue
         # kept: the record whose id the corpus gave, else the longest usable abstract (exports
         # often cut or drop it); the others only fill what it lacks
-        order = sorted(grouped.members, key=lambda i: _rank(records[i], keys[i]))
+        order = sorted(grouped.members, key=lambda i: _rank(records[i]))
         first = records[order[0]]
         members = [records[i] for i in order]
         for i in order[1:]:
@@ -152,19 +156,18 @@ def _one_per_paper(records: list[_Record], merged: list[Problem]) -> list[_Recor
                     reason=f"same paper (by {why}) as {first.file}:{first.line}; merged into it",
                 )
             )
-        raw = merge_records([_lower(m.raw) for m in members])
-        library = first.schema is not None or (
-            keys[order[0]].pinned is None and any(m.schema for m in members)
-        )
-        schema = first.schema or (next(m.schema for m in members if m.schema) if library else None)
-        out.append(_Record(first.file, first.line, raw, schema))
+        raw = merge_records([m.fields for m in members])
+        # a library paper unless the kept record is ours with an id of its own
+        library = first.library or (first.pinned is None and any(m.library for m in members))
+        out.append(_Record(first.file, first.line, raw, library))
     return out
 
 
-def _rank(record: _Record, keys: Keys) -> tuple[bool, int, int]:
-    abstract = _lower(record.raw).get("abstract")
+def _rank(record: _Record) -> tuple[bool, int]:
+    """Sorts first: a record with a given id, then the longer usable abstract."""
+    abstract = record.fields.get("abstract")
     usable = isinstance(abstract, str) and 0 < len(abstract.strip()) <= MAX_ABSTRACT_CHARS
-    return keys.pinned is None, -(len(abstract) if usable and isinstance(abstract, str) else -1), 0
+    return record.pinned is None, -len(abstract) if usable and isinstance(abstract, str) else 1
 
 
 def _file_level(problem: Problem) -> bool:

@@ -70,11 +70,7 @@ def export(
         return bibtex(papers)
     if fmt == "csl-json":
         return json.dumps([csl(p) for p in papers], indent=2, ensure_ascii=False)
-    return markdown(answers, {p.paper_id: p for p in papers} | _cited(answers, paper))
-
-
-def _cited(answers: Sequence[Answer], paper: Callable[[str], Paper]) -> dict[str, Paper]:
-    return {s.paper_id: paper(s.paper_id) for a in answers for s in a.cited_sources}
+    return markdown(answers, {p.paper_id: p for p in papers})
 
 
 def markdown(answers: Sequence[Answer], papers: dict[str, Paper]) -> str:

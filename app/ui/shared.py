@@ -271,11 +271,12 @@ def export_buttons(answer: Answer, key: str) -> None:
     BibTeX or CSL-JSON for a reference manager."""
     if not answer.cited_sources:
         return
-    paper = get_service(settings()).paper
+    service = get_service(settings())
+    papers = {s.paper_id: service.paper(s.paper_id) for s in answer.cited_sources}  # read once
     for column, (label, fmt, suffix, mime) in zip(st.columns(len(EXPORTS)), EXPORTS, strict=True):
         column.download_button(
             label,
-            data=export([answer], fmt, paper),
+            data=export([answer], fmt, papers.__getitem__),
             file_name=f"answer-{key}.{suffix}",
             mime=mime,
             key=f"export-{fmt}-{key}",
