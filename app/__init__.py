@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from app.engine.service import QAService
     from app.fronts.langchain_adapters import as_retriever, as_runnable
-    from core.models import Answer, Source
+    from core.models import Answer, FeedbackRecord, Rating, Source
 
-__all__ = ["Answer", "QAService", "as_retriever", "as_runnable", "ask", "related"]
+__all__ = ["Answer", "QAService", "as_retriever", "as_runnable", "ask", "rate", "related"]
 
 
 @lru_cache(maxsize=1)
@@ -40,6 +40,14 @@ def ask(question: str, **options: Any) -> Answer:
 def related(paper_id: str, k: int = 5) -> list[Source]:
     """The ``k`` papers nearest to ``paper_id`` ("more like this"), as numbered sources."""
     return _service().related(paper_id, k)
+
+
+def rate(answer: Answer, rating: Rating, comment: str | None = None) -> FeedbackRecord:
+    """Store a user's thumbs ``"up"`` or ``"down"`` (and why) on an answer `ask` gave; the
+    ratings become evaluation questions with `abstract-qa feedback export`."""
+    from core.models import Feedback
+
+    return _service().rate(Feedback.of(answer, rating, comment))
 
 
 def __getattr__(name: str) -> Any:

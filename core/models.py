@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -377,3 +378,115 @@ class Answer(BaseModel):
         """The sources the answer cites, in marker order."""
         cited = {c.marker for c in self.citations}
         return [s for s in self.sources if s.marker in cited]
+
+
+Rating = Literal["up", "down"]
+"""A user's verdict on an answer: thumbs up or thumbs down."""
+
+
+class Feedback(BaseModel):
+    """What a user says of one answer: the rating, an optional comment, and the answer as it
+    was given (the question, its text, the paper ids it cites, how it was asked). `of` builds
+    it from an `Answer`; the HTTP API and the MCP tool take it as it is."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    rating: Rating
+    comment: str | None = Field(default=None, max_length=4000, description="Why, in words.")
+    question: str = Field(min_length=1, max_length=10_000, description="The question asked.")
+    standalone_question: str | None = Field(
+        default=None,
+        max_length=10_000,
+        description="The question with a follow-up resolved (an answer's `standalone_question`);"
+        " what an evaluation asks again. None: the question is standalone.",
+    )
+    answer: str = Field(default="", max_length=100_000, description="The answer text rated.")
+    cited: list[str] = Field(
+        default_factory=list,
+        max_length=100,
+        description="The paper ids the answer cites (its `cited_sources`, in marker order).",
+    )
+    abstained: bool = Field(default=False, description="The answer said the abstracts do not tell.")
+    filters: Filters = Field(default_factory=Filters, description="The answer's `filters`.")
+    provider: str | None = Field(default=None, max_length=200, description="Who wrote it.")
+    model: str | None = Field(default=None, max_length=200, description="Its model, if any.")
+
+    @classmethod
+    def of(cls, answer: Answer, rating: Rating, comment: str | None = None) -> Feedback:
+        """A rating of ``answer``, with what the store keeps of it."""
+        return cls(
+            rating=rating,
+            comment=(comment or "").strip() or None,
+            question=answer.question,
+            standalone_question=answer.standalone_question,
+            answer=answer.answer,
+            cited=list(dict.fromkeys(s.paper_id for s in answer.cited_sources)),
+            abstained=answer.abstained,
+            filters=answer.filters,
+            provider=answer.provider,
+            model=answer.model,
+        )
+
+
+class FeedbackRecord(Feedback):
+    """A stored rating: its number, when it was given and changed, and the index it rated."""
+
+    model_config = ConfigDict(extra="forbid", strict=False)
+
+    id: int = Field(description="The rating's number in the feedback store.")
+    created: datetime
+    updated: datetime
+    index: str = Field(description="The index's fingerprint when the answer was given.")
+
+
+class WeekCount(BaseModel):
+    week: str = Field(description="ISO week, e.g. 2026-W49.")
+    up: int
+    down: int
+
+
+class FeedbackStats(BaseModel):
+    """What `abstract-qa feedback stats` prints."""
+
+    total: int
+    up: int
+    down: int
+    commented: int = Field(description="Ratings with a comment.")
+    weeks: list[WeekCount] = Field(description="Ratings per ISO week, oldest first.")
+
+
+class Origin(BaseModel):
+    """Where a question from feedback came from: the rating, its comment and the answer rated."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    feedback_id: int
+    rating: Rating
+    comment: str | None = None
+    answer: str
+    cited: list[str] = Field(default_factory=list)
+    rated: datetime
+
+
+class EvalQuestion(BaseModel):
+    """One line of a question file (JSON Lines; see data/eval/README.md)."""
+
+    model_config = {"extra": "forbid"}
+
+    id: str
+    question: str = Field(min_length=1)
+    gold: list[str] = Field(default_factory=list, description="Paper ids that answer it.")
+    facts: list[list[str]] = Field(
+        default_factory=list,
+        description="Facts the answer must hold; each lists accepted variants.",
+    )
+    answerable: bool = True
+    type: str = "factual"
+    follows: str | None = Field(default=None, description="Asked after this question's answer.")
+    filters: Filters | None = Field(default=None, description="Asked with these filters.")
+    review: bool = Field(
+        default=False,
+        description="Not scored yet: a thumbs-down waiting for someone to write its gold papers "
+        "(then set it to false). Answered and listed for review.",
+    )
+    origin: Origin | None = Field(default=None, description="Set for questions from feedback.")

@@ -185,3 +185,44 @@ def test_ingest_reads_a_reference_library_and_links_its_papers(
     paper = api.get("/papers/doi:10.5555/colt.2014.rcb").json()
     assert paper["doi_url"] == "https://doi.org/10.5555/colt.2014.rcb"
     assert paper["arxiv_url"] is None and "{" not in paper["title"]
+
+
+def test_an_answer_exports_as_markdown_bibtex_csl_and_json(api: httpx.Client) -> None:
+    import bibtexparser
+
+    body = {"question": "What is DASHA?", "k": 3}
+    answer = Answer.model_validate(api.post("/ask", json=body).json())
+    dasha = answer.cited_sources[0]
+
+    md = api.post("/ask/export", json=body, params={"format": "markdown"})
+    assert md.status_code == 200 and md.headers["content-type"].startswith("text/markdown")
+    assert 'filename="answer.md"' in md.headers["content-disposition"]
+    assert md.text.startswith("## What is DASHA?\n") and dasha.title in md.text
+    assert all(f"> {s}" in md.text for c in answer.citations for s in c.supporting)
+
+    bib = api.post("/ask/export", json=body, params={"format": "bibtex", "all_sources": True})
+    parsed = bibtexparser.parse_string(bib.text)
+    assert bib.headers["content-type"].startswith("application/x-bibtex")
+    ids = [e.fields_dict["abstractqa-id"].value for e in parsed.entries]
+    assert ids == list(dict.fromkeys(s.paper_id for s in answer.sources))
+
+    asked = api.post("/ask/export", json=body, params={"format": "json"})
+    assert Answer.model_validate(asked.json()).answer == answer.answer
+
+    unknown = api.post("/ask/export", json=body, params={"format": "docx"})
+    assert unknown.status_code == 422
+
+
+def test_a_rating_is_stored_with_the_answer_it_rates(api: httpx.Client, index: Path) -> None:
+    from core.models import Feedback, FeedbackRecord
+    from store.feedback import FeedbackStore
+
+    answer = Answer.model_validate(api.post("/ask", json={"question": "What is DASHA?"}).json())
+    rating = Feedback.of(answer, "down", "does not say what it improves on")
+    response = api.post("/feedback", json=rating.model_dump(mode="json"))
+    assert response.status_code == 201, response.text
+    record = FeedbackRecord.model_validate(response.json())
+    assert record.cited == [s.paper_id for s in answer.cited_sources]
+    assert FeedbackStore(index).all()[-1] == record  # in the server's data directory
+    bad = api.post("/feedback", json={"rating": "meh", "question": "What is DASHA?"})
+    assert bad.status_code == 422 and "rating" in bad.text

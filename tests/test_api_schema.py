@@ -47,7 +47,8 @@ def test_the_server_answers_as_its_schema_says(index: Path, tmp_path: Path) -> N
                            "-H", f"Authorization: Bearer {TOKEN}")  # fmt: skip
     assert f"Tested: {len(schema['paths'])}" in out and "No issues found" in out
     generated = re.search(r"(\d+) generated", out)
-    assert generated and 300 <= int(generated[1]) <= 1000, "a few hundred requests"
+    paths = len(schema["paths"])  # a few dozen to a hundred-odd requests per route
+    assert generated and 30 * paths <= int(generated[1]) <= 150 * paths, generated
     served = log.read_text()
     assert '"POST /ingest HTTP/1.1" 200' in served and '"POST /ingest HTTP/1.1" 401' in served
 

@@ -2,34 +2,43 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 import pytest
 
 from core.settings import Settings
+from store.feedback import FeedbackStore
 from tests.conftest import ROOT, free_port, serve
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
-@pytest.fixture(scope="module")
-def app_url(sample_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@contextmanager
+def running_app(data_dir: Path, log: Path) -> Iterator[str]:
+    """`abstract-qa app` over ``data_dir`` as `make run` starts it; yields its URL once the
+    model and the index are loaded (as the app starts, before anyone opens the page)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AQA_", "OPENAI_"))}
-    env["AQA_DATA_DIR"] = str(sample_settings.data_dir)
+    env["AQA_DATA_DIR"] = str(data_dir)
     command = [str(Path(sys.executable).parent / "abstract-qa"), "app", "--port", str(port),
                "--host", "127.0.0.1"]  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
     with serve(command, f"{url}/_stcore/health", log, env=env):
-        # the model and the index load as the app starts, before anyone opens the page
         deadline = time.monotonic() + 180
         while "ready for questions" not in log.read_text():
             assert time.monotonic() < deadline, log.read_text()[-2000:]
@@ -37,10 +46,9 @@ def app_url(sample_settings: Settings, tmp_path_factory: pytest.TempPathFactory)
         yield url
 
 
-def test_a_question_typed_in_the_browser_gets_a_cited_answer_with_source_cards(
-    app_url: str,
-) -> None:
-    from playwright.sync_api import expect, sync_playwright
+@contextmanager
+def chromium() -> Iterator[Browser]:
+    from playwright.sync_api import sync_playwright
 
     if not Path(CHROMIUM).exists():
         pytest.fail("Chromium is missing: `make test` installs Debian's chromium package")
@@ -52,30 +60,94 @@ def test_a_question_typed_in_the_browser_gets_a_cited_answer_with_source_cards(
                   "--disable-component-update", "--disable-sync", "--no-first-run"],
         )  # fmt: skip
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            page.goto(app_url)
-            box = page.get_by_test_id("stChatInputTextArea")
-            expect(box).to_be_visible(timeout=120_000)
-            box.fill("Which papers study federated learning?")
-            box.press("Enter")
-            citation = page.locator("sup.aqa-cite").first
-            expect(citation).to_be_visible(timeout=120_000)
-            card = page.locator(".aqa-card").first
-            expect(card).to_be_visible()
-            marker = citation.inner_text()
-            assert marker.startswith("[") and marker in card.inner_text()
-            assert "federated" in card.inner_text().lower()
-            expect(page.locator(".aqa-card mark").first).to_be_visible()
-            page.screenshot(path=str(ARTIFACTS / "ui-answer.png"), full_page=True)
-
-            # a counting question: the counts, and a chart of matching papers per year
-            box.fill("How has work on federated learning grown over the years?")
-            box.press("Enter")
-            chart = page.locator('[data-testid="stVegaLiteChart"]').first
-            expect(chart).to_be_visible(timeout=120_000)
-            expect(page.get_by_text("Papers per venue").last).to_be_visible()
-            assert "papers in the index match" in page.locator("body").inner_text()
-            page.screenshot(path=str(ARTIFACTS / "ui-counts.png"), full_page=True)
+            yield browser
         finally:
             browser.close()
+
+
+@pytest.fixture(scope="module")
+def app_url(sample_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
+    with running_app(sample_settings.data_dir, log) as url:
+        yield url
+
+
+def test_a_question_typed_in_the_browser_gets_a_cited_answer_with_source_cards(
+    app_url: str,
+) -> None:
+    from playwright.sync_api import expect
+
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 1000})
+        page.goto(app_url)
+        box = page.get_by_test_id("stChatInputTextArea")
+        expect(box).to_be_visible(timeout=120_000)
+        box.fill("Which papers study federated learning?")
+        box.press("Enter")
+        citation = page.locator("sup.aqa-cite").first
+        expect(citation).to_be_visible(timeout=120_000)
+        card = page.locator(".aqa-card").first
+        expect(card).to_be_visible()
+        marker = citation.inner_text()
+        assert marker.startswith("[") and marker in card.inner_text()
+        assert "federated" in card.inner_text().lower()
+        expect(page.locator(".aqa-card mark").first).to_be_visible()
+        page.screenshot(path=str(ARTIFACTS / "ui-answer.png"), full_page=True)
+
+        # a counting question: the counts, and a chart of matching papers per year
+        box.fill("How has work on federated learning grown over the years?")
+        box.press("Enter")
+        chart = page.locator('[data-testid="stVegaLiteChart"]').first
+        expect(chart).to_be_visible(timeout=120_000)
+        expect(page.get_by_text("Papers per venue").last).to_be_visible()
+        assert "papers in the index match" in page.locator("body").inner_text()
+        page.screenshot(path=str(ARTIFACTS / "ui-counts.png"), full_page=True)
     assert (ARTIFACTS / "ui-answer.png").stat().st_size > 10_000
+
+
+def test_a_thumbs_down_outlives_a_restart_and_becomes_a_question_to_review(
+    index: Path, tmp_path: Path
+) -> None:
+    """A shared link asks its question; the user rates the answer down with a comment; after
+    the app restarts, the Feedback page still counts it and its question file runs in eval."""
+    from playwright.sync_api import expect
+
+    question = "What is DASHA?"
+    with chromium() as browser, running_app(index, tmp_path / "first.log") as url:
+        page = browser.new_page(viewport={"width": 1280, "height": 1000})
+        page.goto(f"{url}/?q={quote(question)}&venues=ICLR")  # a filter in the link too
+        expect(page.locator("sup.aqa-cite").first).to_be_visible(timeout=120_000)
+        share = page.get_by_text("Link to this question")
+        expect(share).to_be_visible()
+        assert "venues=ICLR" in (share.get_attribute("href") or "")
+        expect(page.get_by_text("Filters: venue ICLR")).to_be_visible()
+        page.get_by_role("radio", name="Thumbs down").click()
+        comment = page.get_by_placeholder("What was right or wrong?")
+        expect(comment).to_be_visible(timeout=60_000)
+        comment.fill("It does not say which rate DASHA improves.")
+        comment.press("Enter")
+        deadline = time.monotonic() + 60
+        while not [r for r in FeedbackStore(index).all() if r.comment]:
+            assert time.monotonic() < deadline, "the comment was not stored"
+            time.sleep(0.5)
+
+    with chromium() as browser, running_app(index, tmp_path / "second.log") as url:
+        page = browser.new_page(viewport={"width": 1280, "height": 1000}, accept_downloads=True)
+        page.goto(f"{url}/feedback")
+        down = page.get_by_test_id("stMetric").filter(has_text="Thumbs down")
+        expect(down).to_contain_text("1", timeout=120_000)
+        with page.expect_download() as downloading:
+            page.get_by_test_id("stDownloadButton").get_by_role("button").click()
+        questions = tmp_path / downloading.value.suggested_filename
+        downloading.value.save_as(questions)
+        page.screenshot(path=str(ARTIFACTS / "ui-feedback.png"), full_page=True)
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AQA_", "OPENAI_"))}
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "abstract-qa"), "eval", str(questions), "--json"],
+        capture_output=True, text=True, env=env | {"AQA_DATA_DIR": str(index)}, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (review,) = json.loads(done.stdout)["review"]
+    assert review["question"] == question
+    assert review["comment"] == "It does not say which rate DASHA improves."

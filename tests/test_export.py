@@ -80,6 +80,11 @@ def test_a_conversation_exports_every_answer(library_service: QAService) -> None
     md = export(answers, "markdown", service.paper)
     assert md.count("\n## ") == 1 and all(f"## {a.question}" in md for a in answers)
     assert "<https://arxiv.org/abs/0812.1234>" in md
+    cited = [service.paper(s.paper_id) for a in answers for s in a.cited_sources]
+    assert len(cited) >= 2
+    for paper in cited:  # every cited paper of every answer, with each link it has
+        links = [u for u in (paper.url, paper.doi_url, paper.arxiv_url) if u]
+        assert links and all(f"<{u}>" in md for u in links), paper.paper_id
 
 
 def test_keys_are_author_year_word_and_unique() -> None:

@@ -18,9 +18,9 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, TextContent, TextResourceContents
 
 from app.fronts.mcp_server import create_server
-from core.models import Answer, IndexStats, Paper, Source
-from core.settings import Settings
+from core.models import Answer, FeedbackRecord, IndexStats, Paper, Source
 from ingest.read import read_paths
+from store.feedback import FeedbackStore
 from tests.conftest import EXE, ROOT, SAMPLE, assert_citations_real, paper_id_containing
 
 DASHA = "We develop and analyze DASHA"
@@ -74,12 +74,26 @@ async def one_session(data_dir: Path) -> dict[str, Any]:
             "bad_years": await refusal(
                 session.get_prompt("literature_overview", {"topic": "GANs", "years": "recent"})
             ),
+            "rated": await session.call_tool(
+                "feedback",
+                {
+                    "rating": "down",
+                    "question": "What is DASHA?",
+                    "answer": "DASHA is a method.",
+                    "cited": [dasha],
+                    "comment": "It does not say what it improves on.",
+                },
+            ),
+            "bad_rating": await session.call_tool(
+                "feedback", {"rating": "meh", "question": "What is DASHA?"}
+            ),
         }
 
 
 @pytest.fixture(scope="module")
-def seen(sample_settings: Settings) -> dict[str, Any]:
-    return asyncio.run(one_session(sample_settings.data_dir))
+def seen(index: Path) -> dict[str, Any]:
+    """The session, over a copy of the sample index (a rating is written to its data dir)."""
+    return asyncio.run(one_session(index))
 
 
 def text_of(contents: Any) -> str:
@@ -92,7 +106,7 @@ def text_of(contents: Any) -> str:
 def test_an_assistant_asks_searches_and_reads_a_paper(seen: dict[str, Any]) -> None:
     dasha = paper_id_containing(DASHA)
     by_name = {t.name: t for t in seen["tools"].tools}
-    assert set(by_name) == {"ask", "search", "get_paper"}
+    assert set(by_name) == {"ask", "search", "get_paper", "feedback"}
     ask_schema = by_name["ask"].input_schema
     assert ask_schema["required"] == ["question"]
     assert "description" in ask_schema["properties"]["question"]
@@ -118,8 +132,24 @@ def test_every_tool_is_titled_read_only_and_closed_world_offline(seen: dict[str,
     for tool in seen["tools"].tools:
         hints = tool.annotations
         assert tool.title and hints is not None and hints.title == tool.title
-        assert hints.read_only_hint and hints.idempotent_hint, tool.name
         assert hints.destructive_hint is False and hints.open_world_hint is False, tool.name
+        # feedback adds a rating: it writes, and twice is two ratings
+        writes = tool.name == "feedback"
+        assert hints.read_only_hint is not writes and hints.idempotent_hint is not writes
+
+
+@served
+def test_an_assistant_records_a_users_rating(seen: dict[str, Any], index: Path) -> None:
+    rated = seen["rated"]
+    assert not rated.is_error
+    record = FeedbackRecord.model_validate(rated.structured_content)
+    (stored,) = FeedbackStore(index).all()
+    assert stored == record
+    assert (stored.rating, stored.cited) == ("down", [paper_id_containing(DASHA)])
+    assert stored.comment == "It does not say what it improves on."
+    assert stored.provider == "extractive" and stored.index not in ("", "none")
+    bad = seen["bad_rating"]
+    assert bad.is_error and "rating" in bad.content[0].text
 
 
 @served

@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 from app.providers.wording import CANNOT_ANSWER
 from app.ui.shared import escape, linked
 from core.settings import Settings
+from store.feedback import FeedbackStore
 from tests.conftest import ROOT, start_app
 
 
@@ -79,7 +80,7 @@ def test_error_states_show_their_fix_not_a_traceback(
 
 def test_an_upload_ingests_and_reports(monkeypatch: pytest.MonkeyPatch, isolated_env: Path) -> None:
     at = start_app(monkeypatch, isolated_env)
-    at.switch_page("pages/ingest.py").run()
+    at.switch_page("views/ingest.py").run()
     good = {
         "id": "u1",
         "title": "Upload test",
@@ -99,7 +100,7 @@ def test_an_upload_ingests_and_reports(monkeypatch: pytest.MonkeyPatch, isolated
     rejected = at.dataframe[0].value
     assert list(rejected["line"]) == [2] and "malformed JSON" in rejected["reason"][0]
 
-    at.switch_page("pages/chat.py").run()
+    at.switch_page("views/chat.py").run()
     at.chat_input[0].set_value("abstract with alert and javascript").run()
     page = shown(at)
     assert "<script>" not in page and "&lt;script&gt;" in page
@@ -131,7 +132,7 @@ def test_a_bibtex_upload_is_named_reported_and_its_cards_link_the_doi(
     monkeypatch: pytest.MonkeyPatch, isolated_env: Path
 ) -> None:
     at = start_app(monkeypatch, isolated_env)
-    at.switch_page("pages/ingest.py").run()
+    at.switch_page("views/ingest.py").run()
     bib = (ROOT / "tests" / "fixtures" / "library" / "zotero-export.bib").read_bytes()
     at.file_uploader(key="uploads").set_value(("my library.bib", bib, "text/plain")).run()
     at.button[0].click().run()
@@ -142,11 +143,84 @@ def test_a_bibtex_upload_is_named_reported_and_its_cards_link_the_doi(
     rejected = at.dataframe[0].value  # no abstract, and the broken entry, by line
     assert sorted(rejected["line"]) == [55, 63]
 
-    at.switch_page("pages/chat.py").run()
+    at.switch_page("views/chat.py").run()
     at.chat_input[0].set_value(
         "contextual bandits with resource constraints such as knapsacks"
     ).run()
     page = shown(at)
     assert '<a href="https://doi.org/10.5555/colt.2014.rcb" target="_blank">DOI</a>' in page
-    downloads = at.get("download_button")  # Markdown, BibTeX, CSL-JSON of the answer
-    assert len(downloads) == 3 and not at.exception
+    # Markdown, BibTeX, CSL-JSON of the answer, and of the conversation (in the sidebar)
+    downloads = at.get("download_button")
+    assert len(downloads) == 6 and not at.exception
+
+
+def test_a_rating_and_its_comment_are_stored_and_listed_on_the_feedback_page(
+    monkeypatch: pytest.MonkeyPatch, index: Path
+) -> None:
+    at = start_app(monkeypatch, index)
+    at.chat_input[0].set_value("What is DASHA?").run()
+    answer = at.session_state.messages[-1]["answer"]
+    store = FeedbackStore(index)
+    before = len(store.all())
+
+    at.feedback[0].set_value(0).run()  # thumbs down
+    assert not at.exception
+    (stored,) = store.all()[before:]
+    assert stored.rating == "down" and stored.question == "What is DASHA?"
+    assert stored.cited == [s.paper_id for s in answer.cited_sources]
+    (comment,) = [t for t in at.text_input if str(t.key).startswith("comment-")]
+    comment.set_value("It does not say which rate it improves.").run()
+    at.feedback[0].set_value(1).run()  # changed to thumbs up: the same rating, not a second
+    (stored,) = store.all()[before:]
+    assert (stored.rating, stored.comment) == ("up", "It does not say which rate it improves.")
+    at.feedback[0].set_value(None).run()  # taken back
+    assert len(store.all()) == before
+    at.feedback[0].set_value(0).run()
+
+    at.switch_page("views/feedback.py").run()
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Thumbs down"] == str(len([r for r in store.all() if r.rating == "down"]))
+    table = at.dataframe[0].value
+    assert "What is DASHA?" in set(table["question"])
+    (download,) = at.get("download_button")
+    assert not at.exception and download
+
+
+def test_a_link_asks_its_question_as_the_page_opens(
+    monkeypatch: pytest.MonkeyPatch, sample_settings: Settings
+) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("AQA_DATA_DIR", str(sample_settings.data_dir))
+    at = AppTest.from_file(str(ROOT / "app" / "ui" / "streamlit_app.py"), default_timeout=180)
+    at.query_params["q"] = "What is DASHA?"
+    at.run()
+    assert not at.exception
+    assert [m.name for m in at.chat_message] == ["user", "assistant"]
+    assert "DASHA" in at.session_state.messages[-1]["answer"].answer
+    links = [c.value for c in at.caption if "Link to this question" in c.value]
+    assert links and "?q=What+is+DASHA%3F" in links[0]
+    at.run()  # a rerun of the same page does not ask again
+    assert len(at.chat_message) == 2
+    at.chat_input[0].set_value("Which papers study federated learning?").run()
+    assert at.query_params["q"] == "Which papers study federated learning?"
+
+
+def test_an_answer_stopped_while_it_streamed_is_kept_as_far_as_it_went(
+    monkeypatch: pytest.MonkeyPatch, sample_settings: Settings
+) -> None:
+    """The chat input's stop button ends the run mid-stream; the next run shows what was
+    written, marked as stopped (the browser cannot click it in time on the extractive path)."""
+    at = start_app(monkeypatch, sample_settings.data_dir)
+    at.chat_input[0].set_value("What is DASHA?").run()
+    at.session_state["messages"] = [*at.session_state.messages[:2],
+                                    {"role": "user", "content": "And MARINA?"}]  # fmt: skip
+    at.session_state["streaming"] = {"id": "s1", "question": "And MARINA?", "text": "MARINA is"}
+    at.run()
+    assert not at.exception
+    assert [m.name for m in at.chat_message] == ["user", "assistant", "user", "assistant"]
+    assert any("Stopped before the answer was finished" in c.value for c in at.caption)
+    assert "MARINA is" in shown(at)
+    at.chat_input[0].set_value("What is DASHA?").run()  # the conversation goes on
+    assert len(at.chat_message) == 6 and not at.exception

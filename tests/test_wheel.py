@@ -20,8 +20,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.server]
 SHIPPED = (
     "prompts/answer.system.txt",
     "prompts/judge.user.txt",
-    "app/ui/pages/chat.py",
-    "app/ui/pages/ingest.py",
+    "app/ui/views/chat.py",
+    "app/ui/views/ingest.py",
+    "app/ui/views/feedback.py",
     "ingest/sample/iclr2024.txt",
     "core/py.typed",
 )

@@ -20,7 +20,7 @@ from core.text import FUNCTION_WORDS, plain_text
 from ingest.schemas import ID_FIELD
 
 ExportFormat = Literal["markdown", "bibtex", "csl-json", "json"]
-EXPORT_FORMATS: tuple[str, ...] = get_args(ExportFormat)
+EXPORT_FORMATS: tuple[ExportFormat, ...] = get_args(ExportFormat)
 SUFFIXES: dict[str, ExportFormat] = {
     ".csl.json": "csl-json",
     ".md": "markdown",
@@ -29,6 +29,13 @@ SUFFIXES: dict[str, ExportFormat] = {
     ".json": "json",
 }
 """File endings and the format each is written in (the longest ending that matches)."""
+MEDIA_TYPES: dict[ExportFormat, str] = {
+    "markdown": "text/markdown; charset=utf-8",
+    "bibtex": "application/x-bibtex; charset=utf-8",
+    "csl-json": "application/vnd.citationstyles.csl+json",
+    "json": "application/json",
+}
+"""Each format's media type (HTTP, the app's downloads)."""
 
 
 def format_for(filename: str) -> ExportFormat:
@@ -69,7 +76,7 @@ def export(
     if fmt == "bibtex":
         return bibtex(papers)
     if fmt == "csl-json":
-        return json.dumps([csl(p) for p in papers], indent=2, ensure_ascii=False)
+        return csl_json(papers)
     return markdown(answers, {p.paper_id: p for p in papers})
 
 
@@ -143,6 +150,10 @@ def _bib_name(name: str) -> str:
     """``Ashish Vaswani`` -> ``Vaswani, Ashish``; a one-word name as it is."""
     parts = name.split()
     return f"{parts[-1]}, {' '.join(parts[:-1])}" if len(parts) > 1 else name
+
+
+def csl_json(papers: Sequence[Paper]) -> str:
+    return json.dumps([csl(p) for p in papers], indent=2, ensure_ascii=False)
 
 
 def csl(p: Paper) -> dict[str, object]:

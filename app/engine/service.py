@@ -30,10 +30,11 @@ from app.query.filters import parse_filters
 from app.query.question import comparison_sides, count_topic, is_count, is_listing, names
 from app.query.record import Query
 from core.errors import EmptyIndexError, IndexNotFoundError, InputError, PaperNotFoundError
-from core.models import Answer, Filters, Mode, Paper, Source, Usage
+from core.models import Answer, Feedback, FeedbackRecord, Filters, Mode, Paper, Source, Usage
 from core.settings import Settings, get_settings
 from core.tokens import truncate, words
 from ingest.embed import get_embedder
+from store.feedback import FeedbackStore
 from store.index import Snapshot
 
 MAX_QUERY_TOKENS = 256  # what retrieval reads of a very long question
@@ -166,6 +167,20 @@ class QAService:
         sources = self._retrieve(query, at, {})
         self._relevant(query, sources, at)
         return sources
+
+    @property
+    def feedback(self) -> FeedbackStore:
+        """The users' ratings of answers (SQLite under the data directory)."""
+        return FeedbackStore(self.settings.data_dir)
+
+    def rate(self, feedback: Feedback) -> FeedbackRecord:
+        """Store a user's rating of an answer, with the fingerprint of the index now (the
+        generation of its last write): a rating given before a re-ingest says so."""
+        try:
+            index = self.retriever.open().bm25.generation
+        except (IndexNotFoundError, EmptyIndexError):
+            index = "none"
+        return self.feedback.add(feedback, index)
 
     def paper(self, paper_id: str) -> Paper:
         """The paper with this id, as indexed (its abstract as the corpus gave it)."""

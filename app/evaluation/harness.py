@@ -23,28 +23,13 @@ from app.providers.base import ChatProvider
 from app.providers.prompts import load_prompt
 from app.providers.wording import format_sources
 from core.errors import InputError
-from core.models import MODES, Answer, Mode
+from core.models import MODES, Answer, EvalQuestion, Mode
 from core.settings import Settings
 from core.text import plain_text
 from store.index import Index
 
 # USD per million tokens (input, output), for the cost line; unknown models report tokens only.
 PRICES = {"gpt-4o-mini": (0.15, 0.60), "gpt-4o": (2.50, 10.00), "gpt-4.1-mini": (0.40, 1.60)}
-
-
-class EvalQuestion(BaseModel):
-    model_config = {"extra": "forbid"}
-
-    id: str
-    question: str = Field(min_length=1)
-    gold: list[str] = Field(default_factory=list, description="Paper ids that answer it.")
-    facts: list[list[str]] = Field(
-        default_factory=list,
-        description="Facts the answer must hold; each lists accepted variants.",
-    )
-    answerable: bool = True
-    type: str = "factual"
-    follows: str | None = Field(default=None, description="Asked after this question's answer.")
 
 
 class QuestionResult(BaseModel):
@@ -128,9 +113,26 @@ class Summary(BaseModel):
     by_type: dict[str, TypeSummary] = Field(default_factory=dict)
 
 
+class ReviewItem(BaseModel):
+    """A question kept for review (a user's thumbs-down): what was rated, and what it answers
+    now. Not scored until someone writes its gold papers."""
+
+    id: str
+    question: str
+    comment: str | None
+    answer_then: str
+    cited_then: list[str]
+    answer_now: str
+    cited_now: list[str]
+    abstained_now: bool
+
+
 class EvalReport(BaseModel):
     summary: Summary
     results: list[QuestionResult]
+    review: list[ReviewItem] = Field(
+        default_factory=list, description="Questions to review, answered again, not scored."
+    )
 
 
 def load_questions(path: Path, known_ids: set[str] | None = None) -> list[EvalQuestion]:
@@ -161,7 +163,7 @@ def load_questions(path: Path, known_ids: set[str] | None = None) -> list[EvalQu
                 for g in q.gold
                 if g not in known_ids
             ]
-        if q.answerable and not q.gold:
+        if q.answerable and not q.gold and not q.review:
             problems.append(f"{path}:{number}: an answerable question needs gold paper ids")
         questions.append(q)
     for q in questions:
@@ -280,6 +282,7 @@ def run_eval(
     k = k or service.settings.top_k
     answers: dict[str, Answer] = {}
     results: list[QuestionResult] = []
+    review: list[ReviewItem] = []
     for i, q in enumerate(questions, start=1):
         history = []
         if q.follows:
@@ -287,15 +290,36 @@ def run_eval(
             first = next(x for x in questions if x.id == q.follows)
             history = [(first.question, prior.answer if prior else "")]
         started = time.perf_counter()
-        answer = service.ask(q.question, history=history, k=given, mode=mode)
+        answer = service.ask(q.question, history=history, k=given, mode=mode, filters=q.filters)
+        answers[q.id] = answer
+        if q.review:
+            review.append(reviewed(q, answer))
+            if progress:
+                progress(i, len(questions))
+            continue
         result = score(q, answer, time.perf_counter() - started, given or len(answer.sources))
         if use_judge and (verdict := judge(service, answer)) is not None:
             result.judge, result.judge_reply = verdict.scores or None, verdict.reply
-        answers[q.id] = answer
         results.append(result)
         if progress:
             progress(i, len(questions))
-    return EvalReport(summary=summarise(results, label, k, service.settings), results=results)
+    summary = summarise(results, label, k, service.settings)
+    return EvalReport(summary=summary, results=results, review=review)
+
+
+def reviewed(q: EvalQuestion, answer: Answer) -> ReviewItem:
+    """A question to review, with the answer rated then (from its `origin`) and the one now."""
+    then = q.origin
+    return ReviewItem(
+        id=q.id,
+        question=q.question,
+        comment=then.comment if then else None,
+        answer_then=then.answer if then else "",
+        cited_then=then.cited if then else [],
+        answer_now=answer.answer,
+        cited_now=list(dict.fromkeys(s.paper_id for s in answer.cited_sources)),
+        abstained_now=answer.abstained,
+    )
 
 
 def summarise(results: list[QuestionResult], label: str, k: int, settings: Settings) -> Summary:
@@ -439,6 +463,20 @@ def markdown(reports: list[EvalReport]) -> str:
             lines.append(
                 f"| {r.id} | {r.type} | {question} | {'; '.join(r.failed)} | {answer[:160]} |"
             )
+    if first.review:
+        lines += [
+            "",
+            f"## To review ({len(first.review)}: rated thumbs-down, not scored)",
+            "",
+            "Write each one's gold papers (and `review: false`) to make it a regression question.",
+            "",
+            "| id | question | comment | answer then | answer now |",
+            "|---|---|---|---|---|",
+        ]
+        for item in first.review:
+            cells = [item.question, item.comment or "", item.answer_then, item.answer_now]
+            shown = [c.replace("|", "\\|").replace("\n", " ")[:200] for c in cells]
+            lines.append(f"| {item.id} | " + " | ".join(shown) + " |")
     return "\n".join(lines) + "\n"
 
 

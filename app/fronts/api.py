@@ -28,13 +28,20 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from fastapi import Depends, FastAPI, File, Form, HTTPException, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, Strict, WithJsonSchema, field_validator
 from sse_starlette.sse import EventSourceResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.engine.export import (
+    EXPORT_FORMATS,
+    MEDIA_TYPES,
+    SUFFIXES,
+    ExportFormat,
+    export,
+)
 from app.engine.service import QAService
 from core.errors import (
     ERRORS,
@@ -49,6 +56,8 @@ from core.errors import (
 )
 from core.models import (
     Answer,
+    Feedback,
+    FeedbackRecord,
     FilterKind,
     Filters,
     IndexStats,
@@ -97,6 +106,26 @@ class AskRequest(BaseModel):
     def options(self) -> dict[str, Any]:
         """The options of `QAService.stream`: the filters go as the one record they are."""
         return {name: getattr(self, name) for name in type(self).model_fields if name != "question"}
+
+
+EXPORT_SCHEMAS: dict[ExportFormat, dict[str, Any]] = {
+    "markdown": {"type": "string"},
+    "bibtex": {"type": "string"},
+    "csl-json": {"type": "array", "items": {"type": "object"}},
+    "json": {"$ref": "#/components/schemas/Answer"},
+}
+
+
+def exported(formats: tuple[ExportFormat, ...], what: str) -> dict[int | str, dict[str, Any]]:
+    """The documented 200 of an export route: one media type per format."""
+    content = {MEDIA_TYPES[f].split(";")[0]: {"schema": EXPORT_SCHEMAS[f]} for f in formats}
+    return {200: {"description": what, "content": content}}
+
+
+def download(text: str, fmt: ExportFormat, name: str) -> Response:
+    suffix = next(s for s, f in SUFFIXES.items() if f == fmt)
+    headers = {"Content-Disposition": f'attachment; filename="{name}{suffix}"'}
+    return Response(text, media_type=MEDIA_TYPES[fmt], headers=headers)
 
 
 class ErrorBody(BaseModel):
@@ -373,6 +402,38 @@ def create_app(
         options = request.options()
         options.pop("history")
         return qa.search(request.question, **options)
+
+    @api.post(
+        "/ask/export",
+        response_model=None,
+        responses=exported(EXPORT_FORMATS, "The answer in the format asked for.") | asking,
+    )
+    def ask_export(
+        request: AskRequest,
+        format: Annotated[ExportFormat, Query(description="What to write.")] = "markdown",
+        all_sources: Annotated[
+            bool, Query(description="BibTeX/CSL-JSON: every source, not only the cited ones.")
+        ] = False,
+    ) -> Response:
+        """The answer written out: Markdown (the answer with its markers, then each cited
+        paper's title, authors, venue, year, links and supporting sentences), BibTeX or
+        CSL-JSON of the cited papers (every source with `all_sources`), or the `Answer` as
+        JSON."""
+        check(request)
+        answer = qa.ask(request.question, **request.options())
+        return download(export([answer], format, qa.paper, all_sources), format, "answer")
+
+    @api.post(
+        "/feedback",
+        status_code=201,
+        responses=responses(StoreError, *BODY),
+    )
+    def feedback(request: Feedback) -> FeedbackRecord:
+        """Rate an answer: thumbs up or down, an optional comment, and the answer as `/ask`
+        gave it (`Feedback.of` in Python builds this from an `Answer`). Stored under the
+        server's data directory; `abstract-qa feedback export` turns the ratings into a
+        question file."""
+        return qa.rate(request)
 
     @api.get("/papers/{paper_id:path}/related", responses=responses(PaperNotFoundError, *INDEX))
     def related(paper_id: str, k: Annotated[int, Query(ge=1, le=50)] = 5) -> list[Source]:

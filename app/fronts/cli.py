@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TimeRemainingColumn
 from rich.table import Table
 
-from core.errors import AQAError
+from core.errors import AQAError, InputError
 from core.models import MODES, Answer, Filters, IndexStats, IngestReport
 from core.settings import Settings, get_settings
 from ingest.schemas import LABELS
@@ -323,6 +323,62 @@ def _explicit(settings: Settings) -> dict[str, object]:
         if isinstance(value, SecretStr):
             values[name] = value.get_secret_value()
     return values
+
+
+feedback_cli = typer.Typer(
+    no_args_is_help=True, help="Users' ratings of answers: export them as questions, count them."
+)
+cli.add_typer(feedback_cli, name="feedback")
+
+
+@feedback_cli.command("export")
+def feedback_export_command(
+    path: Path = typer.Argument(..., help="The question file to write (JSON Lines)."),
+    rating: str | None = typer.Option(None, "--rating", help="Only 'up' or only 'down' ratings."),
+) -> None:
+    """Write the rated answers as a question file that `abstract-qa eval` runs: a thumbs-up is a
+    regression question (the cited papers are its gold), a thumbs-down is kept with its comment,
+    marked for review."""
+    from app.engine.feedback import as_questions, question_file
+    from store.feedback import FeedbackStore
+
+    if rating not in (None, "up", "down"):
+        raise typer.BadParameter("choose up or down", param_hint="--rating")
+    store = FeedbackStore(get_settings().data_dir)
+    questions = as_questions(store.all(), rating)  # type: ignore[arg-type]
+    if not questions:
+        raise InputError(f"No ratings{f' {rating}' if rating else ''} yet in {store.path}.")
+    path.write_text(question_file(questions), encoding="utf-8")
+    review = sum(q.review for q in questions)
+    out.print(
+        f"Wrote {len(questions)} question(s) to {path}: {len(questions) - review} to score, "
+        f"{review} to review (thumbs-down: write their gold papers).",
+        highlight=False,
+    )
+
+
+@feedback_cli.command("stats")
+def feedback_stats_command(
+    as_json: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
+) -> None:
+    """Ratings by thumbs up and down, and by week."""
+    from app.engine.feedback import stats
+    from store.feedback import FeedbackStore
+
+    counted = stats(FeedbackStore(get_settings().data_dir).all())
+    if as_json:
+        typer.echo(counted.model_dump_json(indent=2))
+        return
+    out.print(
+        f"{counted.total} rating(s): {counted.up} up, {counted.down} down, "
+        f"{counted.commented} with a comment.",
+        highlight=False,
+    )
+    table = Table("week", "up", "down", box=None)
+    for week in counted.weeks:
+        table.add_row(week.week, str(week.up), str(week.down))
+    if counted.weeks:
+        out.print(table)
 
 
 @cli.command("stats")

@@ -1,12 +1,13 @@
 """The MCP server (`abstract-qa mcp`, stdio): assistants and editors ask the index directly.
 
-Tools: `ask` (a cited answer), `search` (the sources only) and `get_paper` (one paper by id).
-Each has typed arguments with descriptions, returns the library's model as structured output
-and is annotated read-only and closed-world; `ask` is open-world (and not idempotent) when
-its model runs on another machine. Resources: `paper://{paper_id}` (one paper, JSON) and
-`corpus://stats`. Prompts: `literature_overview` and `compare_methods`, which tell the
-assistant which tools to call and how to cite. Built on the official `mcp` SDK; nothing is
-written to stdout but the protocol.
+Tools: `ask` (a cited answer), `search` (the sources only), `get_paper` (one paper by id) and
+`feedback` (a user's rating of an answer, stored for the evaluation set). Each has typed
+arguments with descriptions and returns the library's model as structured output. The reading
+tools are annotated read-only and closed-world; `ask` is open-world (and not idempotent) when
+its model runs on another machine; `feedback` writes, adding a rating each call. Resources:
+`paper://{paper_id}` (one paper, JSON) and `corpus://stats`. Prompts: `literature_overview`
+and `compare_methods`, which tell the assistant which tools to call and how to cite. Built on
+the official `mcp` SDK; nothing is written to stdout but the protocol.
 """
 
 from __future__ import annotations
@@ -26,7 +27,17 @@ from pydantic import Field
 from app.engine.service import QAService
 from app.providers import answers_off_machine, embeds_off_machine
 from core.errors import AQAError, InputError, PaperNotFoundError
-from core.models import Answer, Filters, IndexStats, Mode, Paper, Source
+from core.models import (
+    Answer,
+    Feedback,
+    FeedbackRecord,
+    Filters,
+    IndexStats,
+    Mode,
+    Paper,
+    Rating,
+    Source,
+)
 from core.settings import Settings, get_settings
 
 Question = Annotated[str, Field(min_length=1, description="The question, in words.")]
@@ -133,6 +144,45 @@ def create_server(
         """One paper as indexed: title, authors, year, venue, abstract."""
         with told():
             return qa.paper(paper_id)
+
+    @server.tool(
+        title="Rate an answer",
+        annotations=ToolAnnotations(
+            title="Rate an answer",
+            read_only_hint=False,
+            destructive_hint=False,
+            idempotent_hint=False,
+            open_world_hint=False,
+        ),
+    )
+    def feedback(
+        rating: Annotated[Rating, Field(description="up: the answer was right; down: it was not.")],
+        question: Question,
+        answer: Annotated[str, Field(description="The answer's text, as `ask` gave it.")] = "",
+        cited: Annotated[
+            list[str] | None,
+            Field(description="The paper ids the answer cites (its cited sources)."),
+        ] = None,
+        abstained: Annotated[bool, Field(description="The answer's `abstained`.")] = False,
+        comment: Annotated[
+            str | None, Field(max_length=4000, description="Why, in the user's words.")
+        ] = None,
+    ) -> FeedbackRecord:
+        """Record the user's verdict on an answer `ask` gave, when they say it helped or was
+        wrong: the team's evaluation set grows from these ratings."""
+        with told():
+            return qa.rate(
+                Feedback(
+                    rating=rating,
+                    comment=comment,
+                    question=question,
+                    answer=answer,
+                    cited=cited or [],
+                    abstained=abstained,
+                    provider=qa.provider.name,
+                    model=qa.provider.model,
+                )
+            )
 
     @server.resource(
         "paper://{paper_id}",

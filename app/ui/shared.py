@@ -9,16 +9,17 @@ from __future__ import annotations
 import html
 import re
 import time
+from urllib.parse import urlencode
 
 import pandas as pd
 import streamlit as st
 
-from app.engine.export import ExportFormat, export
+from app.engine.export import MEDIA_TYPES, ExportFormat, export
 from app.engine.service import QAService
 from app.providers import answers_off_machine
 from app.providers.base import resolve_llm
 from core.errors import AQAError
-from core.models import FILTER_KINDS, Answer, IndexStats, Source
+from core.models import FILTER_KINDS, Answer, Feedback, IndexStats, Rating, Source
 from core.settings import Settings, get_settings
 from core.text import fingerprint, same_author
 from store.index import Index
@@ -259,31 +260,112 @@ def counts_chart(answer: Answer) -> None:
     st.caption(f"Counted: {escape(counts.rule)}", unsafe_allow_html=True)
 
 
-EXPORTS: list[tuple[str, ExportFormat, str, str]] = [
-    ("Markdown", "markdown", "md", "text/markdown"),
-    ("BibTeX", "bibtex", "bib", "application/x-bibtex"),
-    ("CSL-JSON", "csl-json", "csl.json", "application/vnd.citationstyles.csl+json"),
+EXPORTS: list[tuple[str, ExportFormat, str]] = [
+    ("Markdown", "markdown", "md"),
+    ("BibTeX", "bibtex", "bib"),
+    ("CSL-JSON", "csl-json", "csl.json"),
 ]
 
 
-def export_buttons(answer: Answer, key: str) -> None:
-    """Download buttons: the answer with its cited papers as Markdown, the cited papers as
-    BibTeX or CSL-JSON for a reference manager."""
-    if not answer.cited_sources:
+def export_buttons(
+    answers: list[Answer], key: str, name: str = "answer", stacked: bool = False
+) -> None:
+    """Download buttons: the answers with their cited papers as Markdown, the cited papers as
+    BibTeX or CSL-JSON for a reference manager; side by side, or one under another."""
+    if not any(a.cited_sources for a in answers):
         return
     service = get_service(settings())
-    papers = {s.paper_id: service.paper(s.paper_id) for s in answer.cited_sources}  # read once
-    for column, (label, fmt, suffix, mime) in zip(st.columns(len(EXPORTS)), EXPORTS, strict=True):
+    cited = {s.paper_id for a in answers for s in a.cited_sources}
+    papers = {paper_id: service.paper(paper_id) for paper_id in cited}  # each read once
+    places = [st.container() for _ in EXPORTS] if stacked else st.columns(len(EXPORTS))
+    for column, (label, fmt, suffix) in zip(places, EXPORTS, strict=True):
         column.download_button(
             label,
-            data=export([answer], fmt, papers.__getitem__),
-            file_name=f"answer-{key}.{suffix}",
-            mime=mime,
+            data=export(answers, fmt, papers.__getitem__),
+            file_name=f"{name}.{suffix}",
+            mime=MEDIA_TYPES[fmt],
             key=f"export-{fmt}-{key}",
             on_click="ignore",
             icon=":material/download:",
             width="stretch",
         )
+
+
+def conversation_buttons(answers: list[Answer]) -> None:
+    """The whole conversation's downloads (in the sidebar): every question and answer with the
+    papers they cite, and those papers for a reference manager."""
+    if any(a.cited_sources for a in answers):
+        plural = "s" * (len(answers) != 1)
+        st.caption(f"Download this conversation ({len(answers)} answer{plural}):")
+        export_buttons(answers, "conversation", name="conversation", stacked=True)
+
+
+RATINGS: tuple[Rating, Rating] = ("down", "up")  # st.feedback("thumbs"): 0 down, 1 up
+
+
+def _rated(answer: Answer, key: str) -> None:
+    """The thumbs changed: store the rating, change it, or take it back."""
+    value = st.session_state[f"rating-{key}"]
+    rated: dict[str, int] = st.session_state.setdefault("rated", {})
+    service = get_service(settings())
+    try:
+        if value is None:
+            if key in rated:
+                service.feedback.remove(rated.pop(key))
+        elif key in rated:
+            service.feedback.change(rated[key], rating=RATINGS[value])
+        else:
+            comment = st.session_state.get(f"comment-{key}")
+            rated[key] = service.rate(Feedback.of(answer, RATINGS[value], comment)).id
+    except AQAError as exc:
+        st.session_state[f"rating-error-{key}"] = str(exc)
+
+
+def _commented(key: str) -> None:
+    rated: dict[str, int] = st.session_state.setdefault("rated", {})
+    if key in rated:
+        try:
+            comment = st.session_state[f"comment-{key}"]
+            get_service(settings()).feedback.change(rated[key], comment=comment)
+        except AQAError as exc:
+            st.session_state[f"rating-error-{key}"] = str(exc)
+
+
+def feedback_widget(answer: Answer, key: str) -> None:
+    """Thumbs up or down on the answer and, once rated, an optional comment; both are stored
+    at once (the Feedback page and `abstract-qa feedback` read them)."""
+    left, right = st.columns([1, 5], vertical_alignment="center")
+    with left:
+        st.feedback("thumbs", key=f"rating-{key}", on_change=_rated, args=(answer, key))
+    if f"rating-{key}" in st.session_state and st.session_state[f"rating-{key}"] is not None:
+        right.text_input(
+            "Comment",
+            key=f"comment-{key}",
+            on_change=_commented,
+            args=(key,),
+            placeholder="What was right or wrong? (optional; Enter saves it)",
+            label_visibility="collapsed",
+        )
+    if error := st.session_state.pop(f"rating-error-{key}", None):
+        st.error(error, icon=":material/error:")
+
+
+def share_link(answer: Answer) -> None:
+    """A link that opens the app on this question (and the sidebar's filters)."""
+    page = st.context.url.split("?", 1)[0] if st.context.url else ""
+    query = {k: st.query_params.get_all(k) for k in st.query_params}
+    query["q"] = [answer.standalone_question]  # a follow-up as it was understood
+    st.caption(
+        f'<a href="{html.escape(page + "?" + urlencode(query, doseq=True), quote=True)}" '
+        'target="_self">Link to this question</a>',
+        unsafe_allow_html=True,
+    )
+
+
+def render_stopped(text: str) -> None:
+    """An answer stopped while it streamed: what it had written, its citations unchecked."""
+    st.markdown(escape(text) or "…", unsafe_allow_html=True)
+    st.caption("Stopped before the answer was finished: its citations were not checked.")
 
 
 def render_answer(answer: Answer, key: str = "0") -> None:
@@ -293,6 +375,8 @@ def render_answer(answer: Answer, key: str = "0") -> None:
         if answer.filters_applied != "none":
             st.caption(f"Filters: {escape(answer.filters_applied)}", unsafe_allow_html=True)
         filter_buttons(answer, key)
+        share_link(answer)
+        feedback_widget(answer, key)
         if answer.sources:
             with st.expander("Retrieved passages (none was relevant enough to answer)"):
                 for source in answer.sources:
@@ -311,7 +395,9 @@ def render_answer(answer: Answer, key: str = "0") -> None:
     notes.append(f"{answer.timings.get('total', 0):.2f}s")
     st.caption(" · ".join(notes), unsafe_allow_html=True)
     filter_buttons(answer, key)
-    export_buttons(answer, key)
+    share_link(answer)
+    export_buttons([answer], key, name=f"answer-{key}")
+    feedback_widget(answer, key)
     supporting: dict[int, list[str]] = {c.marker: c.supporting for c in answer.citations}
     cited = answer.cited_sources
     for source in cited:

@@ -11,8 +11,9 @@ HERE = Path(__file__).resolve().parent
 st.set_page_config(page_title="abstract-qa", page_icon=":material/menu_book:", layout="wide")
 page = st.navigation(
     [
-        st.Page(HERE / "pages" / "chat.py", title="Ask", icon=":material/forum:", default=True),
-        st.Page(HERE / "pages" / "ingest.py", title="Add papers", icon=":material/upload_file:"),
+        st.Page(HERE / "views" / "chat.py", title="Ask", icon=":material/forum:", default=True),
+        st.Page(HERE / "views" / "ingest.py", title="Add papers", icon=":material/upload_file:"),
+        st.Page(HERE / "views" / "feedback.py", title="Feedback", icon=":material/thumbs_up_down:"),
     ]
 )
 page.run()

@@ -1,7 +1,13 @@
-"""Chat with the corpus: streamed answers, citation badges, a card per cited source."""
+"""Chat with the corpus: streamed answers, citation badges, a card per cited source.
+
+The URL carries the question (``?q=``, asked when the page opens) and the sidebar's filters
+(bound to the query parameters), so a question can be shared as a link; the chat input turns
+into a stop button while an answer streams.
+"""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
 import streamlit as st
@@ -22,6 +28,8 @@ with st.sidebar:
     st.caption("Runs offline" if offline else "Calls a remote model")
     if st.button("New conversation", icon=":material/add_comment:", use_container_width=True):
         st.session_state.messages = []
+        st.query_params.pop("q", None)
+    conversation = st.container()  # its downloads, filled once this run's answer is in
     st.subheader("Retrieval")
     k = st.slider(
         "Papers per answer (top-k)",
@@ -29,15 +37,20 @@ with st.sidebar:
         20,
         settings.top_k,
         key="top_k",
+        bind="query-params",
         help=f'Left at {settings.top_k}, a listing question ("which papers ...?") gets '
         f"{settings.listing_top_k}.",
     )
     years = sorted(int(y) for y in stats.years if y.isdigit())
     year_range: tuple[int, int] | None = None
     if len(years) > 1:
-        year_range = st.slider("Years", years[0], years[-1], (years[0], years[-1]), key="years")
-    venues = st.multiselect("Venues", sorted(stats.venues), key="venues")
-    author = st.text_input("Author", placeholder="e.g. B. Schölkopf", key="author").strip()
+        year_range = st.slider(
+            "Years", years[0], years[-1], (years[0], years[-1]), key="years", bind="query-params"
+        )
+    venues = st.multiselect("Venues", sorted(stats.venues), key="venues", bind="query-params")
+    author = st.text_input(
+        "Author", placeholder="e.g. B. Schölkopf", key="author", bind="query-params"
+    ).strip()
     if author:
         matches = ui.matching_authors(service, author)
         st.caption(
@@ -74,19 +87,29 @@ if stats.papers == 0:
 
 if "messages" not in st.session_state:
     st.session_state.messages = []
+if (stopped := st.session_state.pop("streaming", None)) is not None:
+    # the last run ended mid-answer (the stop button): keep the answer as far as it went
+    st.session_state.messages.append({"role": "assistant", **stopped})
 
-for i, message in enumerate(st.session_state.messages):
+for message in st.session_state.messages:
     with st.chat_message(message["role"]):
         if message["role"] == "user":
             st.markdown(ui.escape(message["content"]), unsafe_allow_html=True)
+        elif "answer" in message:
+            ui.render_answer(message["answer"], key=message["id"])
         else:
-            ui.render_answer(message["answer"], key=str(i))
+            ui.render_stopped(message["text"])
 
-prompt = st.chat_input("Ask about the papers, e.g. “Which papers study federated learning?”")
+prompt = st.chat_input(
+    "Ask about the papers, e.g. “Which papers study federated learning?”", submit_mode="stop"
+)
 ignore: list[str] = []
 if prompt is None and (again := st.session_state.pop("ask_again", None)):
     # a filter read from the question was removed with one click: ask again without it
     prompt, ignore = again["question"], again["ignore"]
+if prompt is None and "opened" not in st.session_state and (linked := st.query_params.get("q")):
+    prompt = linked  # a shared link: asked as the page opens
+st.session_state.opened = True
 if prompt:
     history = [
         (m["question"], m["answer"].answer)
@@ -98,6 +121,9 @@ if prompt:
         st.markdown(ui.escape(prompt), unsafe_allow_html=True)
     with st.chat_message("assistant"):
         final: dict[str, Answer] = {}
+        message_id = uuid.uuid4().hex[:12]
+        streaming = {"id": message_id, "question": prompt, "text": ""}
+        st.session_state.streaming = streaming  # what a stopped run leaves behind
 
         def pieces(question: str) -> Iterator[str]:
             for event in service.stream(
@@ -115,6 +141,7 @@ if prompt:
                 if isinstance(event, Answer):
                     final["answer"] = event
                 else:
+                    streaming["text"] += event
                     yield event
 
         placeholder = st.empty()
@@ -122,11 +149,21 @@ if prompt:
             with placeholder.container():
                 st.write_stream(pieces(prompt))
         except AQAError as exc:
+            del st.session_state.streaming
             placeholder.empty()
             st.error(str(exc), icon=":material/error:")
             st.session_state.messages.pop()
             st.stop()
+        del st.session_state.streaming
         placeholder.empty()
         answer = final["answer"]
-        ui.render_answer(answer, key=str(len(st.session_state.messages)))
-    st.session_state.messages.append({"role": "assistant", "question": prompt, "answer": answer})
+        ui.render_answer(answer, key=message_id)
+    st.session_state.messages.append(
+        {"role": "assistant", "id": message_id, "question": prompt, "answer": answer}
+    )
+    st.query_params["q"] = answer.standalone_question  # the address bar links to the question
+
+with conversation:
+    ui.conversation_buttons(
+        [m["answer"] for m in st.session_state.messages if isinstance(m.get("answer"), Answer)]
+    )
