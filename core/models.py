@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator
 
@@ -263,6 +263,11 @@ class Filters(BaseModel):
             or any(getattr(self, name) for name in _LISTS)
         )
 
+    @property
+    def read_kinds(self) -> set[str]:
+        """The kinds (`FILTER_KINDS`: "year", "venues", ...) read from the question."""
+        return {f.split("_")[0] if f.startswith("year") else f for f in self.from_question}
+
     def describe(self) -> str:
         parts = []
         if self.venues:
@@ -401,7 +406,7 @@ class Feedback(BaseModel):
         " what an evaluation asks again. None: the question is standalone.",
     )
     answer: str = Field(default="", max_length=100_000, description="The answer text rated.")
-    cited: list[str] = Field(
+    cited: list[Annotated[str, Field(min_length=1)]] = Field(
         default_factory=list,
         max_length=100,
         description="The paper ids the answer cites (its `cited_sources`, in marker order).",
@@ -436,7 +441,9 @@ class FeedbackRecord(Feedback):
     id: int = Field(description="The rating's number in the feedback store.")
     created: datetime
     updated: datetime
-    index: str = Field(description="The index's fingerprint when the answer was given.")
+    index: str = Field(
+        description="The index's fingerprint (the generation of its last write) when rated."
+    )
 
 
 class WeekCount(BaseModel):

@@ -70,11 +70,18 @@ class FeedbackStore:
                         yield db
                         db.execute("COMMIT")
                     except BaseException:
-                        db.execute("ROLLBACK")
+                        if db.in_transaction:  # SQLite may have rolled back already
+                            db.execute("ROLLBACK")
                         raise
                 else:
+                    self._check_version(db)
                     yield db
         except sqlite3.DatabaseError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise StoreError(
+                    f"{self.path}: the feedback store stayed busy for {BUSY_SECONDS:.0f} s "
+                    "(another process kept writing to it); try again."
+                ) from exc
             raise StoreError(
                 f"{self.path}: the feedback store cannot be used ({exc}). Check that the data "
                 "directory is writable; a file that is not a SQLite database can be moved away."
@@ -82,15 +89,17 @@ class FeedbackStore:
         except OSError as exc:
             raise StoreError(f"{self.path}: cannot write the feedback store ({exc}).") from exc
 
-    @staticmethod
-    def _migrate(db: sqlite3.Connection) -> None:
-        version = db.execute("PRAGMA user_version").fetchone()[0]
+    def _check_version(self, db: sqlite3.Connection) -> int:
+        version = int(db.execute("PRAGMA user_version").fetchone()[0])
         if version > SCHEMA_VERSION:
             raise StoreError(
-                f"the feedback store was written by a newer abstract-qa (schema {version}); "
-                "upgrade abstract-qa to read it"
+                f"{self.path} was written by a newer abstract-qa (feedback schema {version}); "
+                "upgrade abstract-qa to use it"
             )
-        if version < SCHEMA_VERSION:  # a new file: made in this same transaction
+        return version
+
+    def _migrate(self, db: sqlite3.Connection) -> None:
+        if self._check_version(db) < SCHEMA_VERSION:  # a new file: made in this same transaction
             for statement in filter(str.strip, _SCHEMA.split(";")):
                 db.execute(statement)
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -150,7 +159,7 @@ class FeedbackStore:
         if not self.path.exists():
             return []
         with self._connect(write=False) as db:
-            if not db.execute("PRAGMA user_version").fetchone()[0]:
+            if not self._check_version(db):
                 return []
             cursor = db.execute(f"SELECT {_COLUMNS} FROM feedback ORDER BY id")
             return [_parse(row) for row in cursor.fetchall()]

@@ -163,6 +163,8 @@ def test_beyond_loopback_without_a_token_ingest_is_off(index: Path, tmp_path: Pa
         refused = client.post("/ingest", files=upload)
         assert refused.status_code == 403 and "AQA_API_TOKEN" in refused.json()["detail"]
         assert refused.json()["error"] == "ingest_off"
+        rating = {"rating": "up", "question": "What is DASHA?"}
+        assert client.post("/feedback", json=rating).status_code == 403  # a write, too
     assert "without AQA_API_TOKEN" in (tmp_path / "serve.log").read_text()
 
 
@@ -219,10 +221,15 @@ def test_a_rating_is_stored_with_the_answer_it_rates(api: httpx.Client, index: P
 
     answer = Answer.model_validate(api.post("/ask", json={"question": "What is DASHA?"}).json())
     rating = Feedback.of(answer, "down", "does not say what it improves on")
-    response = api.post("/feedback", json=rating.model_dump(mode="json"))
+    body = rating.model_dump(mode="json")
+    assert api.post("/feedback", json=body).status_code == 401  # a write: the token
+    token = {"Authorization": f"Bearer {TOKEN}"}
+    response = api.post("/feedback", json=body, headers=token)
     assert response.status_code == 201, response.text
     record = FeedbackRecord.model_validate(response.json())
     assert record.cited == [s.paper_id for s in answer.cited_sources]
     assert FeedbackStore(index).all()[-1] == record  # in the server's data directory
-    bad = api.post("/feedback", json={"rating": "meh", "question": "What is DASHA?"})
+    bad = api.post("/feedback", json={"rating": "meh", "question": "x"}, headers=token)
     assert bad.status_code == 422 and "rating" in bad.text
+    unknown = api.post("/feedback", json=body | {"cited": ["no-such-paper"]}, headers=token)
+    assert unknown.status_code == 404 and unknown.json()["error"] == "paper_not_found"

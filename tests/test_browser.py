@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,10 +19,10 @@ import pytest
 
 from core.settings import Settings
 from store.feedback import FeedbackStore
-from tests.conftest import ROOT, free_port, serve
+from tests.conftest import LLM_KEY, ROOT, free_port, serve
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser
+    from playwright.sync_api import Browser, Locator, Page
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -29,12 +30,12 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
 @contextmanager
-def running_app(data_dir: Path, log: Path) -> Iterator[str]:
+def running_app(data_dir: Path, log: Path, **settings: str) -> Iterator[str]:
     """`abstract-qa app` over ``data_dir`` as `make run` starts it; yields its URL once the
     model and the index are loaded (as the app starts, before anyone opens the page)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AQA_", "OPENAI_"))}
-    env["AQA_DATA_DIR"] = str(data_dir)
+    env |= {"AQA_DATA_DIR": str(data_dir), **settings}
     command = [str(Path(sys.executable).parent / "abstract-qa"), "app", "--port", str(port),
                "--host", "127.0.0.1"]  # fmt: skip
     url = f"http://127.0.0.1:{port}"
@@ -65,6 +66,18 @@ def chromium() -> Iterator[Browser]:
             browser.close()
 
 
+def asked(page: Page, url: str, question: str) -> Locator:
+    """The app opened at ``url`` and ``question`` typed into its chat input; the input box."""
+    from playwright.sync_api import expect
+
+    page.goto(url)
+    box = page.get_by_test_id("stChatInputTextArea")
+    expect(box).to_be_visible(timeout=120_000)
+    box.fill(question)
+    box.press("Enter")
+    return box
+
+
 @pytest.fixture(scope="module")
 def app_url(sample_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
@@ -79,11 +92,7 @@ def test_a_question_typed_in_the_browser_gets_a_cited_answer_with_source_cards(
 
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 1000})
-        page.goto(app_url)
-        box = page.get_by_test_id("stChatInputTextArea")
-        expect(box).to_be_visible(timeout=120_000)
-        box.fill("Which papers study federated learning?")
-        box.press("Enter")
+        box = asked(page, app_url, "Which papers study federated learning?")
         citation = page.locator("sup.aqa-cite").first
         expect(citation).to_be_visible(timeout=120_000)
         card = page.locator(".aqa-card").first
@@ -151,3 +160,39 @@ def test_a_thumbs_down_outlives_a_restart_and_becomes_a_question_to_review(
     (review,) = json.loads(done.stdout)["review"]
     assert review["question"] == question
     assert review["comment"] == "It does not say which rate DASHA improves."
+
+
+def test_the_stop_button_ends_a_streaming_answer_where_it_was(
+    sample_settings: Settings, llm_server: str, tmp_path: Path
+) -> None:
+    """A real model streams token by token (llama.cpp's server, SmolLM2): the chat input's
+    button stops it mid-answer, the partial answer stays marked as stopped, and the
+    conversation goes on."""
+    from playwright.sync_api import expect
+
+    model = {"OPENAI_BASE_URL": llm_server, "OPENAI_API_KEY": LLM_KEY, "AQA_LLM_MODEL": "smollm2",
+             "AQA_LLM_MAX_TOKENS": "400", "AQA_TOP_K": "2"}  # fmt: skip
+    with (
+        chromium() as browser,
+        running_app(sample_settings.data_dir, tmp_path / "app.log", **model) as url,
+    ):
+        page = browser.new_page(viewport={"width": 1280, "height": 1000})
+        box = asked(
+            page, url, "Describe in detail how federated learning handles heterogeneous clients."
+        )
+        answer = page.get_by_test_id("stChatMessage").nth(1)
+        expect(answer).to_contain_text(re.compile(r"\w{3}"), timeout=120_000)  # the first words
+        page.get_by_test_id("stChatInputStopButton").click()  # the send button, while it runs
+        time.sleep(1)  # pieces already on their way are shown
+        stopped_at = answer.inner_text()
+        time.sleep(3)
+        assert answer.inner_text() == stopped_at, "the answer went on after the stop"
+        assert "Link to this question" not in stopped_at  # it never finished
+
+        box.fill("What is DASHA?")
+        box.press("Enter")
+        expect(page.get_by_text("Stopped before the answer was finished")).to_be_visible(
+            timeout=120_000
+        )
+        expect(page.get_by_test_id("stChatMessage")).to_have_count(4, timeout=120_000)
+        page.screenshot(path=str(ARTIFACTS / "ui-stopped.png"), full_page=True)

@@ -16,7 +16,7 @@ import pytest
 from app.engine.feedback import as_questions, question_file, stats
 from app.engine.service import QAService
 from app.evaluation.harness import load_questions, run_eval
-from core.errors import InputError, StoreError
+from core.errors import InputError, PaperNotFoundError, StoreError
 from core.models import Feedback, FeedbackRecord, Filters
 from core.settings import Settings
 from store.feedback import FILENAME, FeedbackStore
@@ -183,9 +183,22 @@ def test_the_cli_exports_the_ratings_and_counts_them(rated: QAService, tmp_path:
 
     counted = json.loads(_run("feedback", "stats", "--json", **env).stdout)
     assert (counted["total"], counted["up"], counted["down"], counted["commented"]) == (3, 2, 1, 2)
-    week = "{}-W{:02d}".format(*datetime.now(UTC).isocalendar()[:2])
-    assert counted["weeks"] == [{"week": week, "up": 2, "down": 1}]
+    weeks: dict[str, dict[str, int]] = {}  # the weeks the ratings were stored in (UTC)
+    for r in rated.feedback.all():
+        week = "{}-W{:02d}".format(*r.created.astimezone(UTC).isocalendar()[:2])
+        weeks.setdefault(week, {"up": 0, "down": 0})[r.rating] += 1
+    assert counted["weeks"] == [{"week": w, **n} for w, n in sorted(weeks.items())]
     assert "3 rating(s): 2 up, 1 down" in _run("feedback", "stats", **env).stdout
+
+    only_down = tmp_path / "down.jsonl"
+    assert _run("feedback", "export", str(only_down), "--rating", "down", **env).returncode == 0
+    nothing_scored = _run("eval", str(only_down), **env)
+    assert "No question was scored" in nothing_scored.stdout
+    assert "| recall@k | - |" in nothing_scored.stdout  # not 0.000
+    wrong = _run("feedback", "export", str(only_down), "--rating", "meh", **env)
+    assert wrong.returncode == 2 and "'meh' is not one of 'up', 'down'" in wrong.stderr
+    nowhere = _run("feedback", "export", str(tmp_path / "no" / "such" / "dir.jsonl"), **env)
+    assert nowhere.returncode == 2 and "Cannot write" in nowhere.stderr
 
     empty = tmp_path / "empty"
     refused = _run("feedback", "export", str(tmp_path / "x.jsonl"), AQA_DATA_DIR=str(empty))
@@ -217,3 +230,21 @@ def test_python_rates_an_answer_from_ask(
         app._service.cache_clear()
     assert FeedbackStore(data).all() == [record]
     assert record.cited == [s.paper_id for s in answer.cited_sources] and record.rating == "up"
+
+
+def test_a_rating_without_gold_the_index_holds_is_kept_for_review(rated: QAService) -> None:
+    """A thumbs-up that cites nothing (a model that answered without markers), or papers a
+    later ingest removed, cannot be a regression question: it goes to review, and the file
+    still loads. A rating citing a paper the index never held is refused."""
+    with pytest.raises(PaperNotFoundError, match="no-such-paper"):
+        rated.rate(Feedback(rating="up", question="What is DASHA?", cited=["no-such-paper"]))
+    rated.rate(Feedback(rating="up", question="What is MARINA?", answer="MARINA is fast."))
+    records = rated.feedback.all()
+    known = rated.retriever.index.paper_ids()
+    questions = as_questions(records, known=known)
+    uncited = questions[-1]
+    assert uncited.review and uncited.gold == [] and uncited.origin is not None
+    assert [q.review for q in questions[:3]] == [False, False, True]
+    dasha = records[0].cited[0]
+    gone = as_questions(records[:1], known=known - {dasha})
+    assert gone[0].review and gone[0].gold == []

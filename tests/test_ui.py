@@ -177,6 +177,15 @@ def test_a_rating_and_its_comment_are_stored_and_listed_on_the_feedback_page(
     assert len(store.all()) == before
     at.feedback[0].set_value(0).run()
 
+    # another page and back: the thumb and the comment show what is stored
+    at.switch_page("views/ingest.py").run()
+    at.switch_page("views/chat.py").run()
+    assert at.feedback[0].value == 0 and not at.exception
+    (comment,) = [t for t in at.text_input if str(t.key).startswith("comment-")]
+    comment.set_value("Still wrong after a page switch.").run()
+    assert store.all()[-1].comment == "Still wrong after a page switch."
+    assert len(store.all()) == before + 1
+
     at.switch_page("views/feedback.py").run()
     assert not at.exception
     metrics = {m.label: m.value for m in at.metric}

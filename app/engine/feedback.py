@@ -4,29 +4,35 @@ and counts by rating and by week.
 A thumbs-up becomes a regression question whose gold papers are the ones the answer cited (a
 thumbs-up on "the abstracts do not say" becomes an unanswerable question); a thumbs-down is kept
 with its comment and the answer rated, marked for review, until someone writes its gold papers.
+So is a thumbs-up that names no gold paper the index still holds.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 
 from core.models import EvalQuestion, FeedbackRecord, FeedbackStats, Origin, Rating, WeekCount
 
 
-def as_question(record: FeedbackRecord) -> EvalQuestion:
-    """One rating as a line of a question file (`abstract-qa eval` runs it)."""
+def as_question(record: FeedbackRecord, known: Container[str] | None = None) -> EvalQuestion:
+    """One rating as a line of a question file (`abstract-qa eval` runs it). A thumbs-up that
+    gives no gold paper (it cites none, or one no longer in the ``known`` index) is kept for
+    review like a thumbs-down: the file always loads."""
     up = record.rating == "up"
+    gold = record.cited if up and not record.abstained else []
+    indexed = gold if known is None else [g for g in gold if g in known]
+    scored = up and (record.abstained or (bool(gold) and indexed == gold))
     return EvalQuestion(
         id=f"feedback-{record.id}",
         # a follow-up is asked as it was understood: the harness has no conversation
         question=record.standalone_question or record.question,
-        gold=record.cited if up and not record.abstained else [],
+        gold=gold if scored else [],
         answerable=not record.abstained if up else True,
         type=f"feedback-{record.rating}",
         filters=record.filters if record.filters.active else None,
-        review=not up,
+        review=not scored,
         origin=Origin(
             feedback_id=record.id,
             rating=record.rating,
@@ -39,10 +45,13 @@ def as_question(record: FeedbackRecord) -> EvalQuestion:
 
 
 def as_questions(
-    records: Iterable[FeedbackRecord], rating: Rating | None = None
+    records: Iterable[FeedbackRecord],
+    rating: Rating | None = None,
+    known: Container[str] | None = None,
 ) -> list[EvalQuestion]:
-    """The ratings (or only those of ``rating``) as questions."""
-    return [as_question(r) for r in records if rating is None or r.rating == rating]
+    """The ratings (or only those of ``rating``) as questions; ``known``: the index's paper
+    ids (a gold paper outside them sends its question to review)."""
+    return [as_question(r, known) for r in records if rating is None or r.rating == rating]
 
 
 def question_file(questions: Iterable[EvalQuestion]) -> str:

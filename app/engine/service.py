@@ -174,13 +174,13 @@ class QAService:
         return FeedbackStore(self.settings.data_dir)
 
     def rate(self, feedback: Feedback) -> FeedbackRecord:
-        """Store a user's rating of an answer, with the fingerprint of the index now (the
-        generation of its last write): a rating given before a re-ingest says so."""
-        try:
-            index = self.retriever.open().bm25.generation
-        except (IndexNotFoundError, EmptyIndexError):
-            index = "none"
-        return self.feedback.add(feedback, index)
+        """Store a user's rating of an answer, with the fingerprint of the index as it is rated
+        (the generation of its last write). Every cited id must be an indexed paper."""
+        at = self.retriever.open()
+        for paper_id in dict.fromkeys(feedback.cited):
+            if self.retriever.index.paper(paper_id) is None:
+                raise PaperNotFoundError(paper_id)  # a rating names the answer's cited papers
+        return self.feedback.add(feedback, at.bm25.generation)
 
     def paper(self, paper_id: str) -> Paper:
         """The paper with this id, as indexed (its abstract as the corpus gave it)."""

@@ -430,16 +430,19 @@ def markdown(reports: list[EvalReport]) -> str:
         ("judge_correctness", "judge correctness (1-5)"),
         ("judge_faithfulness", "judge faithfulness (1-5)"),
     ]:
-        values = [getattr(r.summary, key) for r in reports]
+        values = [getattr(r.summary, key) if r.summary.questions else None for r in reports]
         cells = [
             "-" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v)) for v in values
         ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     first = reports[0]
     s = first.summary
+    scored = f"{s.questions} questions ({s.answerable} answerable, {s.unanswerable} not)"
+    if not s.questions:
+        scored = "No question was scored (every one is kept for review: '-' above)"
     lines += [
         "",
-        f"{s.questions} questions ({s.answerable} answerable, {s.unanswerable} not), k = {s.k}.",
+        f"{scored}, k = {s.k}.",
         "",
         f"## By question type ({s.label})",
         "",

@@ -154,7 +154,8 @@ class Unauthorized(APIError):
 
 
 class IngestOff(APIError):
-    """Ingest over HTTP is off: the server listens beyond loopback without AQA_API_TOKEN."""
+    """Writing over HTTP (ingest, feedback) is off: the server listens beyond loopback without
+    AQA_API_TOKEN."""
 
     code = "ingest_off"
     http_status = 403
@@ -294,9 +295,9 @@ Uploads = Annotated[list[Upload], File(min_length=1, description="Corpus files t
 
 
 def write_guard(settings: Settings) -> tuple[list[Any], tuple[Documented, ...]]:
-    """Ingest's dependencies and the refusals they document: the bearer token when one is set
-    (only then does the schema declare the scheme), none on loopback without one, and ingest
-    off beyond loopback without one."""
+    """The writing routes' dependencies (ingest, feedback) and the refusals they document: the
+    bearer token when one is set (only then does the schema declare the scheme), none on
+    loopback without one, and writes off beyond loopback without one."""
     if settings.api_token is not None:
         expected = settings.api_token.get_secret_value().encode()
 
@@ -314,8 +315,8 @@ def write_guard(settings: Settings) -> tuple[list[Any], tuple[Documented, ...]]:
 
     def ingest_off() -> None:
         raise IngestOff(
-            "Ingest over HTTP is off: this server listens beyond loopback without a token. "
-            "Set AQA_API_TOKEN and restart."
+            "Writing over HTTP (ingest, feedback) is off: this server listens beyond loopback "
+            "without a token. Set AQA_API_TOKEN and restart."
         )
 
     return [Depends(ingest_off)], (IngestOff,)
@@ -426,13 +427,15 @@ def create_app(
     @api.post(
         "/feedback",
         status_code=201,
-        responses=responses(StoreError, *BODY),
+        dependencies=guard,
+        responses=responses(PaperNotFoundError, *INDEX, *BODY, *refusals),
     )
     def feedback(request: Feedback) -> FeedbackRecord:
         """Rate an answer: thumbs up or down, an optional comment, and the answer as `/ask`
-        gave it (`Feedback.of` in Python builds this from an `Answer`). Stored under the
-        server's data directory; `abstract-qa feedback export` turns the ratings into a
-        question file."""
+        gave it (`Feedback.of` in Python builds this from an `Answer`; every cited id must be
+        an indexed paper). Ratings become regression questions, so this write is guarded as
+        ingest is. Stored under the server's data directory; `abstract-qa feedback export`
+        turns the ratings into a question file."""
         return qa.rate(request)
 
     @api.get("/papers/{paper_id:path}/related", responses=responses(PaperNotFoundError, *INDEX))

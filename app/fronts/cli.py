@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TimeR
 from rich.table import Table
 
 from core.errors import AQAError, InputError
-from core.models import MODES, Answer, Filters, IndexStats, IngestReport
+from core.models import MODES, Answer, Filters, IndexStats, IngestReport, Rating
 from core.settings import Settings, get_settings
 from ingest.schemas import LABELS
 
@@ -334,21 +334,28 @@ cli.add_typer(feedback_cli, name="feedback")
 @feedback_cli.command("export")
 def feedback_export_command(
     path: Path = typer.Argument(..., help="The question file to write (JSON Lines)."),
-    rating: str | None = typer.Option(None, "--rating", help="Only 'up' or only 'down' ratings."),
+    rating: Rating | None = typer.Option(
+        None, "--rating", help="Only the thumbs-up or only the thumbs-down ratings."
+    ),
 ) -> None:
     """Write the rated answers as a question file that `abstract-qa eval` runs: a thumbs-up is a
     regression question (the cited papers are its gold), a thumbs-down is kept with its comment,
     marked for review."""
     from app.engine.feedback import as_questions, question_file
     from store.feedback import FeedbackStore
+    from store.index import Index
 
-    if rating not in (None, "up", "down"):
-        raise typer.BadParameter("choose up or down", param_hint="--rating")
-    store = FeedbackStore(get_settings().data_dir)
-    questions = as_questions(store.all(), rating)  # type: ignore[arg-type]
+    settings = get_settings()
+    store = FeedbackStore(settings.data_dir)
+    known = Index(settings).paper_ids()  # a gold paper no longer indexed: kept for review
+    questions = as_questions(store.all(), rating, known)
     if not questions:
-        raise InputError(f"No ratings{f' {rating}' if rating else ''} yet in {store.path}.")
-    path.write_text(question_file(questions), encoding="utf-8")
+        kind = {"up": "thumbs-up ", "down": "thumbs-down "}.get(rating or "", "")
+        raise InputError(f"No {kind}ratings yet in {store.path}.")
+    try:
+        path.write_text(question_file(questions), encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"Cannot write {path}: {exc.strerror or exc}.") from exc
     review = sum(q.review for q in questions)
     out.print(
         f"Wrote {len(questions)} question(s) to {path}: {len(questions) - review} to score, "
@@ -443,7 +450,8 @@ def serve_command(
     )
     if settings.api_token is None and not is_loopback(settings.api_host):
         err.print(
-            f"Listening on {settings.api_host} without AQA_API_TOKEN: ingest over HTTP is off.",
+            f"Listening on {settings.api_host} without AQA_API_TOKEN: ingest and feedback over "
+            "HTTP are off.",
             highlight=False,
         )
     uvicorn.run(create_app(settings), host=settings.api_host, port=settings.api_port)

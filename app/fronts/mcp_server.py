@@ -159,6 +159,13 @@ def create_server(
         rating: Annotated[Rating, Field(description="up: the answer was right; down: it was not.")],
         question: Question,
         answer: Annotated[str, Field(description="The answer's text, as `ask` gave it.")] = "",
+        standalone_question: Annotated[
+            str | None,
+            Field(description="The answer's `standalone_question` (a follow-up resolved)."),
+        ] = None,
+        filters: Annotated[
+            Filters | None, Field(description="The answer's `filters` (as `ask` returned them).")
+        ] = None,
         cited: Annotated[
             list[str] | None,
             Field(description="The paper ids the answer cites (its cited sources)."),
@@ -176,8 +183,10 @@ def create_server(
                     rating=rating,
                     comment=comment,
                     question=question,
+                    standalone_question=standalone_question,
                     answer=answer,
                     cited=cited or [],
+                    filters=filters or Filters(),
                     abstained=abstained,
                     provider=qa.provider.name,
                     model=qa.provider.model,

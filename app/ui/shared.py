@@ -9,6 +9,8 @@ from __future__ import annotations
 import html
 import re
 import time
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlencode
 
 import pandas as pd
@@ -18,7 +20,7 @@ from app.engine.export import MEDIA_TYPES, ExportFormat, export
 from app.engine.service import QAService
 from app.providers import answers_off_machine
 from app.providers.base import resolve_llm
-from core.errors import AQAError
+from core.errors import AQAError, InputError
 from core.models import FILTER_KINDS, Answer, Feedback, IndexStats, Rating, Source
 from core.settings import Settings, get_settings
 from core.text import fingerprint, same_author
@@ -210,8 +212,7 @@ def matching_authors(service: QAService, typed: str) -> list[str]:
 
 def filter_buttons(answer: Answer, key: str) -> None:
     """One button per filter read from the question: a click asks again without it."""
-    stated = answer.filters.from_question
-    read = {f.split("_")[0] if f.startswith("year") else f for f in stated}
+    read = answer.filters.read_kinds
     words = {str(kind): word for kind, word in FILTER_KINDS.items()}
     for name in sorted(read):
         if st.button(
@@ -271,17 +272,25 @@ def export_buttons(
     answers: list[Answer], key: str, name: str = "answer", stacked: bool = False
 ) -> None:
     """Download buttons: the answers with their cited papers as Markdown, the cited papers as
-    BibTeX or CSL-JSON for a reference manager; side by side, or one under another."""
+    BibTeX or CSL-JSON for a reference manager; side by side, or one under another. A file is
+    written when its button is clicked, not on every rerun."""
     if not any(a.cited_sources for a in answers):
         return
-    service = get_service(settings())
-    cited = {s.paper_id for a in answers for s in a.cited_sources}
-    papers = {paper_id: service.paper(paper_id) for paper_id in cited}  # each read once
+
+    def written(fmt: ExportFormat) -> Callable[[], str]:
+        def write() -> str:
+            service = get_service(settings())
+            cited = {s.paper_id for a in answers for s in a.cited_sources}
+            papers = {paper_id: service.paper(paper_id) for paper_id in cited}  # each read once
+            return export(answers, fmt, papers.__getitem__)
+
+        return write
+
     places = [st.container() for _ in EXPORTS] if stacked else st.columns(len(EXPORTS))
     for column, (label, fmt, suffix) in zip(places, EXPORTS, strict=True):
         column.download_button(
             label,
-            data=export(answers, fmt, papers.__getitem__),
+            data=written(fmt),
             file_name=f"{name}.{suffix}",
             mime=MEDIA_TYPES[fmt],
             key=f"export-{fmt}-{key}",
@@ -303,30 +312,44 @@ def conversation_buttons(answers: list[Answer]) -> None:
 RATINGS: tuple[Rating, Rating] = ("down", "up")  # st.feedback("thumbs"): 0 down, 1 up
 
 
+def _ratings() -> dict[str, dict[str, Any]]:
+    """The answers rated in this session: message key -> the stored rating's id, thumb and
+    comment (widget state goes when another page is shown; this stays)."""
+    rated: dict[str, dict[str, Any]] = st.session_state.setdefault("rated", {})
+    return rated
+
+
 def _rated(answer: Answer, key: str) -> None:
     """The thumbs changed: store the rating, change it, or take it back."""
     value = st.session_state[f"rating-{key}"]
-    rated: dict[str, int] = st.session_state.setdefault("rated", {})
-    service = get_service(settings())
+    rated = _ratings()
+    store = get_service(settings()).feedback
     try:
         if value is None:
             if key in rated:
-                service.feedback.remove(rated.pop(key))
-        elif key in rated:
-            service.feedback.change(rated[key], rating=RATINGS[value])
-        else:
-            comment = st.session_state.get(f"comment-{key}")
-            rated[key] = service.rate(Feedback.of(answer, RATINGS[value], comment)).id
+                store.remove(rated.pop(key)["id"])
+            return
+        if key in rated:
+            try:
+                store.change(rated[key]["id"], rating=RATINGS[value])
+                rated[key]["rating"] = value
+                return
+            except InputError:  # the rating is gone from the store: rate afresh
+                del rated[key]
+        comment = st.session_state.get(f"comment-{key}")
+        record = get_service(settings()).rate(Feedback.of(answer, RATINGS[value], comment))
+        rated[key] = {"id": record.id, "rating": value, "comment": record.comment or ""}
     except AQAError as exc:
         st.session_state[f"rating-error-{key}"] = str(exc)
 
 
 def _commented(key: str) -> None:
-    rated: dict[str, int] = st.session_state.setdefault("rated", {})
+    rated = _ratings()
     if key in rated:
+        comment = st.session_state[f"comment-{key}"]
         try:
-            comment = st.session_state[f"comment-{key}"]
-            get_service(settings()).feedback.change(rated[key], comment=comment)
+            get_service(settings()).feedback.change(rated[key]["id"], comment=comment)
+            rated[key]["comment"] = comment
         except AQAError as exc:
             st.session_state[f"rating-error-{key}"] = str(exc)
 
@@ -334,10 +357,14 @@ def _commented(key: str) -> None:
 def feedback_widget(answer: Answer, key: str) -> None:
     """Thumbs up or down on the answer and, once rated, an optional comment; both are stored
     at once (the Feedback page and `abstract-qa feedback` read them)."""
+    rated = _ratings().get(key)
+    if rated is not None:  # back from another page: the widgets show what is stored
+        st.session_state.setdefault(f"rating-{key}", rated["rating"])
+        st.session_state.setdefault(f"comment-{key}", rated["comment"])
     left, right = st.columns([1, 5], vertical_alignment="center")
     with left:
         st.feedback("thumbs", key=f"rating-{key}", on_change=_rated, args=(answer, key))
-    if f"rating-{key}" in st.session_state and st.session_state[f"rating-{key}"] is not None:
+    if st.session_state.get(f"rating-{key}") is not None:
         right.text_input(
             "Comment",
             key=f"comment-{key}",
@@ -351,13 +378,22 @@ def feedback_widget(answer: Answer, key: str) -> None:
 
 
 def share_link(answer: Answer) -> None:
-    """A link that opens the app on this question (and the sidebar's filters)."""
+    """A link (in a new tab) that opens the app on this question with the filters it was asked
+    with (those read from the question are in its words)."""
+    given = answer.filters.without(answer.filters.read_kinds)
+    query: dict[str, list[str]] = {"q": [answer.standalone_question]}
+    if given.year_from is not None or given.year_to is not None:
+        years = sorted(int(y) for y in stats(settings()).years if y.isdigit())
+        lowest, highest = (years[0], years[-1]) if years else (0, 9999)
+        query["years"] = [str(given.year_from or lowest), str(given.year_to or highest)]
+    if given.venues:
+        query["venues"] = given.venues
+    if given.authors:
+        query["author"] = given.authors[:1]
     page = st.context.url.split("?", 1)[0] if st.context.url else ""
-    query = {k: st.query_params.get_all(k) for k in st.query_params}
-    query["q"] = [answer.standalone_question]  # a follow-up as it was understood
     st.caption(
         f'<a href="{html.escape(page + "?" + urlencode(query, doseq=True), quote=True)}" '
-        'target="_self">Link to this question</a>',
+        'target="_blank" rel="noopener">Link to this question</a>',
         unsafe_allow_html=True,
     )
 

@@ -154,14 +154,16 @@ if prompt:
             st.error(str(exc), icon=":material/error:")
             st.session_state.messages.pop()
             st.stop()
-        del st.session_state.streaming
-        placeholder.empty()
         answer = final["answer"]
+        # the answer is in the conversation before it is drawn: a click while its cards render
+        # (the stop button, its thumbs) reruns the page with it, not without it
+        st.session_state.messages.append(
+            {"role": "assistant", "id": message_id, "question": prompt, "answer": answer}
+        )
+        del st.session_state.streaming
+        st.query_params["q"] = answer.standalone_question  # the address bar links to it
+        placeholder.empty()
         ui.render_answer(answer, key=message_id)
-    st.session_state.messages.append(
-        {"role": "assistant", "id": message_id, "question": prompt, "answer": answer}
-    )
-    st.query_params["q"] = answer.standalone_question  # the address bar links to the question
 
 with conversation:
     ui.conversation_buttons(
