@@ -160,8 +160,12 @@ def ingest(
         chunks = index.chunks(embedder.spec, create=True)
         assert chunks is not None
         with clock("diff"):
-            stored = index.stored(chunks)
-            papers = adopt_ids(read, stored, report.merged)
+            if read.keys:  # library records: any indexed paper may be the same paper
+                stored = index.stored(chunks)
+                papers = adopt_ids(read, stored, report.merged)
+            else:  # what the diff needs of the index: the papers read, by id
+                papers = read.papers
+                stored = index.stored(chunks, [paper.paper_id for paper in papers])
         chunking, chunker = chunking_of(settings, embedder.spec)
         with clock("chunk"):
             todo = plan(papers, stored, chunking, chunker, processes)

@@ -28,6 +28,7 @@ MODEL_KEY = "aqa_embedding_model"
 DIM_KEY = "aqa_embedding_dim"
 GENERATION_KEY = "aqa_generation"
 _PAGE = 5000
+_PAPERS_PER_GET = 500  # paper ids in one `$in` filter
 
 
 P = ParamSpec("P")
@@ -199,6 +200,19 @@ class ChunkCollection:
                 got["ids"], got["documents"] or [], got["metadatas"] or [], strict=True
             )
         }
+
+    @_reached
+    def of_papers(self, paper_ids: Sequence[str]) -> dict[str, StoredChunk]:
+        """The chunks of these papers (records without their text), by id: what a re-ingest of
+        them compares, found through the paper id's metadata index, not a scan."""
+        found: dict[str, StoredChunk] = {}
+        unique = list(dict.fromkeys(paper_ids))
+        for start in range(0, len(unique), _PAPERS_PER_GET):
+            these: dict[str, Any] = {"paper_id": {"$in": unique[start : start + _PAPERS_PER_GET]}}
+            got = self._col.get(where=these, include=["metadatas"])
+            for cid, meta in zip(got["ids"], got["metadatas"] or [], strict=True):
+                found[cid] = StoredChunk.from_store(cid, None, dict(meta or {}))
+        return found
 
     @_reached
     def of_paper(self, paper_id: str) -> list[StoredChunk]:

