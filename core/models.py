@@ -384,6 +384,11 @@ class Answer(BaseModel):
         cited = {c.marker for c in self.citations}
         return [s for s in self.sources if s.marker in cited]
 
+    @property
+    def cited_paper_ids(self) -> list[str]:
+        """The ids of the papers the answer cites, each once, in marker order."""
+        return list(dict.fromkeys(s.paper_id for s in self.cited_sources))
+
 
 Rating = Literal["up", "down"]
 """A user's verdict on an answer: thumbs up or thumbs down."""
@@ -425,7 +430,7 @@ class Feedback(BaseModel):
             question=answer.question,
             standalone_question=answer.standalone_question,
             answer=answer.answer,
-            cited=list(dict.fromkeys(s.paper_id for s in answer.cited_sources)),
+            cited=answer.cited_paper_ids,
             abstained=answer.abstained,
             filters=answer.filters,
             provider=answer.provider,

@@ -45,6 +45,7 @@ _COLUMNS = (
     "id, created, updated, rating, comment, question, standalone_question, answer, cited, "
     "abstained, filters, provider, model, index_fingerprint"
 )
+_NAMES = [name.strip() for name in _COLUMNS.split(",")]
 
 
 class FeedbackStore:
@@ -174,8 +175,7 @@ def _record(cursor: sqlite3.Cursor) -> FeedbackRecord:
 
 
 def _parse(row: tuple[object, ...]) -> FeedbackRecord:
-    names = [c.strip() for c in _COLUMNS.split(",")]
-    values = dict(zip(names, row, strict=True))
+    values = dict(zip(_NAMES, row, strict=True))
     values["cited"] = json.loads(str(values["cited"]))
     values["filters"] = json.loads(str(values["filters"]))
     values["abstained"] = bool(values["abstained"])

@@ -177,9 +177,10 @@ class QAService:
         """Store a user's rating of an answer, with the fingerprint of the index as it is rated
         (the generation of its last write). Every cited id must be an indexed paper."""
         at = self.retriever.open()
-        for paper_id in dict.fromkeys(feedback.cited):
-            if self.retriever.index.paper(paper_id) is None:
-                raise PaperNotFoundError(paper_id)  # a rating names the answer's cited papers
+        found = self.retriever.index.stored(at.chunks, feedback.cited)
+        indexed = {record.paper_id for record in found.values()}
+        if missing := [p for p in feedback.cited if p not in indexed]:
+            raise PaperNotFoundError(missing[0])  # a rating names the answer's cited papers
         return self.feedback.add(feedback, at.bm25.generation)
 
     def paper(self, paper_id: str) -> Paper:

@@ -292,15 +292,13 @@ def run_eval(
         started = time.perf_counter()
         answer = service.ask(q.question, history=history, k=given, mode=mode, filters=q.filters)
         answers[q.id] = answer
-        if q.review:
+        if q.review:  # answered again, not scored
             review.append(reviewed(q, answer))
-            if progress:
-                progress(i, len(questions))
-            continue
-        result = score(q, answer, time.perf_counter() - started, given or len(answer.sources))
-        if use_judge and (verdict := judge(service, answer)) is not None:
-            result.judge, result.judge_reply = verdict.scores or None, verdict.reply
-        results.append(result)
+        else:
+            result = score(q, answer, time.perf_counter() - started, given or len(answer.sources))
+            if use_judge and (verdict := judge(service, answer)) is not None:
+                result.judge, result.judge_reply = verdict.scores or None, verdict.reply
+            results.append(result)
         if progress:
             progress(i, len(questions))
     summary = summarise(results, label, k, service.settings)
@@ -317,7 +315,7 @@ def reviewed(q: EvalQuestion, answer: Answer) -> ReviewItem:
         answer_then=then.answer if then else "",
         cited_then=then.cited if then else [],
         answer_now=answer.answer,
-        cited_now=list(dict.fromkeys(s.paper_id for s in answer.cited_sources)),
+        cited_now=answer.cited_paper_ids,
         abstained_now=answer.abstained,
     )
 

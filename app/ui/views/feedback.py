@@ -41,9 +41,17 @@ if len(counted.weeks) > 1:
 
 questions = as_questions(records)
 review = sum(q.review for q in questions)
+
+
+def questions_file() -> str:
+    """Written on click, as `feedback export` writes it: a gold paper no longer indexed sends
+    its question to review (knowing which takes a pass over the index)."""
+    return question_file(as_questions(records, known=service.retriever.index.paper_ids()))
+
+
 st.download_button(
     "Question file for `abstract-qa eval`",
-    data=question_file(questions),
+    data=questions_file,
     file_name="feedback-questions.jsonl",
     mime="application/jsonl",
     key="feedback-questions",
@@ -53,8 +61,8 @@ st.download_button(
 )
 st.caption(
     f"{len(questions) - review} regression question(s) from thumbs-up (their gold papers are the "
-    f"ones the answer cited), {review} thumbs-down kept for review with the comment. The same "
-    "file as `abstract-qa feedback export FILE.jsonl`."
+    f"ones the answer cited), {review} kept for review with the comment (thumbs-down, and "
+    "thumbs-up without a cited paper). The same file as `abstract-qa feedback export FILE.jsonl`."
 )
 st.dataframe(
     pd.DataFrame(
