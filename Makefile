@@ -83,11 +83,16 @@ test-fast: install-dev
 # Benchmarks (not part of make test; docs/benchmarks.md): 1k, 5k and all 21,958 papers of
 # ../shared/data, each ingest timed beside sentence-transformers alone; author questions over
 # the whole corpus's index; then that index grown to 5x and 10x (no embedding), also served by
-# `chroma run`.
+# `chroma run`; 20 and 500 papers added, changed and deleted at 22k and at 220k; and 8 clients
+# asking one server before and while it ingests 500 papers.
 bench: install
 	$(BIN)/python bench/run.py --sizes 1000,5000,all
 	AQA_DATA_DIR=/tmp/aqa-bench/n21958/index $(BIN)/python bench/authors.py --questions 200
 	$(BIN)/python bench/scale.py --index /tmp/aqa-bench/n21958/index --server
+	$(BIN)/python bench/incremental.py --index /tmp/aqa-bench/n21958/index --sizes 20,500
+	$(BIN)/python bench/incremental.py --index /tmp/aqa-scale/index --sizes 20,500
+	rm -rf /tmp/aqa-load && cp -r /tmp/aqa-bench/n21958/index /tmp/aqa-load
+	$(BIN)/python bench/load.py --index /tmp/aqa-load --clients 8 --seconds 60 --new 500
 
 lint: install-dev
 	$(BIN)/ruff check .

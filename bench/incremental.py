@@ -3,12 +3,13 @@
     .venv/bin/python bench/incremental.py --index /tmp/aqa-bench/n21958/index --sizes 20,500
 
 Works on a copy of --index (the index is left as it was). For each size N: N new papers (real
-abstracts of the shared corpus under new ids, a sentence added, so their text is new), then N
-changed papers (indexed ids, a sentence added to the abstract). Each ingest runs in a child
-process as the CLI does (`abstract-qa ingest FILE --json`); its report's per-step timings
-(read, diff, chunk, embed, index, bm25) and the child's peak memory are printed as a Markdown
-table, with the seconds beyond embedding (total minus embed: the part that should follow the
-size of the change, not of the index).
+abstracts of the shared corpus under new ids, a sentence added, so their text is new), N changed
+papers (indexed ids, a sentence added to the abstract) and N deleted ones (indexed ids,
+`abstract-qa remove`). Each step runs in a child process as the CLI does (`abstract-qa ingest
+FILE --json`, `abstract-qa remove IDS --json`); its report's per-step timings (read, diff, chunk,
+model: loading the embedding model, embed, index, bm25) and the child's peak memory are printed as
+a Markdown table, with the seconds beyond embedding (total minus model and embed: the part that
+should follow the size of the change, not of the index) and total over model plus embed.
 """
 
 from __future__ import annotations
@@ -29,13 +30,11 @@ from corpus import read_records
 EXE = Path(sys.executable).parent / "abstract-qa"
 
 
-def run_ingest(index: Path, corpus: Path) -> tuple[dict[str, Any], float]:
-    """The ingest report and the child's peak memory (MB)."""
+def run_cli(index: Path, *args: str) -> tuple[dict[str, Any], float]:
+    """The command's JSON report and the child's peak memory (MB)."""
     env = {**os.environ, "AQA_DATA_DIR": str(index), "HF_HUB_OFFLINE": "1"}
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    done = subprocess.run(
-        [str(EXE), "ingest", str(corpus), "--json"], capture_output=True, text=True, env=env
-    )
+    done = subprocess.run([str(EXE), *args, "--json"], capture_output=True, text=True, env=env)
     if done.returncode != 0:
         sys.exit(done.stderr)
     peak = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
@@ -43,7 +42,7 @@ def run_ingest(index: Path, corpus: Path) -> tuple[dict[str, Any], float]:
 
 
 def batches(n: int, indexed: list[dict[str, Any]], offset: int) -> dict[str, list[dict[str, Any]]]:
-    """N new papers and N changed ones, from records of the corpus."""
+    """N new papers, N changed ones and N to delete, from records of the corpus."""
     picked = indexed[offset : offset + n]
     new = [
         {**r, "id": f"bench-new-{offset}-{i}", "abstract": r["abstract"] + " We add a new result."}
@@ -53,7 +52,8 @@ def batches(n: int, indexed: list[dict[str, Any]], offset: int) -> dict[str, lis
         {**r, "abstract": r["abstract"] + " A revised version adds a note."}
         for r in indexed[-(offset + n) : len(indexed) - offset]
     ]
-    return {"new": new, "changed": changed}
+    deleted = indexed[len(indexed) // 2 + offset : len(indexed) // 2 + offset + n]
+    return {"new": new, "changed": changed, "deleted": deleted}
 
 
 def main() -> None:
@@ -69,21 +69,27 @@ def main() -> None:
         offset = 0
         for n in (int(s) for s in args.sizes.split(",")):
             for kind, papers in batches(n, records, offset).items():
-                corpus = Path(tmp) / f"{kind}-{n}.jsonl"
-                corpus.write_text("".join(json.dumps(p) + "\n" for p in papers))
-                report, peak = run_ingest(index, corpus)
-                t = report["timings"]
-                rows.append((kind, n, report, t, peak))
+                if kind == "deleted":
+                    report, peak = run_cli(index, "remove", *(str(p["id"]) for p in papers))
+                else:
+                    corpus = Path(tmp) / f"{kind}-{n}.jsonl"
+                    corpus.write_text("".join(json.dumps(p) + "\n" for p in papers))
+                    report, peak = run_cli(index, "ingest", str(corpus))
+                rows.append((kind, n, report, report["timings"], peak))
             offset += n
-    print("| step | papers | added/updated chunks | read | diff | chunk | embed | index | bm25 "
-          "| total (s) | beyond embedding (s) | peak MB |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| step | papers | added/updated/removed chunks | read | diff | chunk | model | embed "
+          "| index | bm25 | total (s) | beyond embedding (s) | total / (model + embed) "
+          "| peak MB |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for kind, n, report, t, peak in rows:
-        steps = " | ".join(f"{t.get(k, 0.0):.2f}" for k in ("read", "diff", "chunk", "embed",
-                                                               "index", "bm25"))  # fmt: skip
+        keys = ("read", "diff", "chunk", "model", "embed", "index", "bm25")
+        steps = " | ".join(f"{t.get(k, 0.0):.2f}" for k in keys)
         total = report["seconds"]
-        print(f"| {kind} | {n} | {report['added']}/{report['updated']} | {steps} | {total:.2f} | "
-              f"{total - t.get('embed', 0.0):.2f} | {peak:.0f} |")  # fmt: skip
+        embedding = t.get("model", 0.0) + t.get("embed", 0.0)
+        ratio = f"{total / embedding:.2f}" if embedding else "-"
+        changed = f"{report['added']}/{report['updated']}/{report['removed']}"
+        print(f"| {kind} | {n} | {changed} | {steps} | {total:.2f} | {total - embedding:.2f} "
+              f"| {ratio} | {peak:.0f} |")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -189,6 +189,11 @@ def main() -> None:
     parser.add_argument("--work", default="/tmp/aqa-scale")
     parser.add_argument("--server", action="store_true", help="also measure through chroma run")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--grow-only",
+        action="store_true",
+        help="only grow the index in --work (for incremental.py)",
+    )
     args = parser.parse_args()
 
     rng = random.Random(args.seed)
@@ -224,6 +229,9 @@ def main() -> None:
             batch = [copy_of(r, copies, rng) for r in records]
             write_s += grow(index, batch, vectors, corpus, rng)
             copies += 1
+        if args.grow_only:
+            print(f"[{factor}x] grown in {write_s:.0f} s: {data}", file=sys.stderr, flush=True)
+            continue
         print(f"[{factor}x] measuring...", file=sys.stderr, flush=True)
         stats = index.stats()
         row: dict[str, Any] = {
@@ -238,6 +246,8 @@ def main() -> None:
             row |= served(data / "chroma", env, queries, corpus)
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
+    if not rows:
+        return
     keys = list(rows[0])
     print("| measure | " + " | ".join(f"{r['papers']} papers" for r in rows) + " |")
     print("|---" * (len(rows) + 1) + "|")

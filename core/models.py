@@ -110,7 +110,10 @@ class IngestReport(BaseModel):
     added: int = Field(default=0, description="Chunks new to the index.")
     updated: int = Field(default=0, description="Chunks whose text changed and were re-embedded.")
     unchanged: int = Field(default=0, description="Chunks already indexed with the same content.")
-    removed: int = Field(default=0, description="Stale chunks of changed papers deleted.")
+    removed: int = Field(
+        default=0,
+        description="Chunks deleted: stale chunks of changed papers, or the removed papers'.",
+    )
     embedded: int = Field(
         default=0,
         description="Chunks embedded this run: new ones and those whose embedded text changed "
@@ -130,7 +133,11 @@ class IngestReport(BaseModel):
         description="Records read with a caveat (e.g. a year that is no number).",
     )
     seconds: float = 0.0
-    timings: dict[str, float] = Field(default_factory=dict, description="Seconds per step.")
+    timings: dict[str, float] = Field(
+        default_factory=dict,
+        description="Seconds per step: read, diff, chunk, model (loading the embedding model; "
+        "only when this ingest had to: a running server has it), embed, index, bm25.",
+    )
 
     @computed_field  # type: ignore[prop-decorator]
     @property

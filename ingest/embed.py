@@ -54,6 +54,10 @@ class LocalEmbeddings(Embeddings):
         self._lock = threading.Lock()
 
     @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    @property
     def model(self) -> Any:
         with self._lock:
             if self._model is None:
@@ -139,6 +143,11 @@ class Embedder:
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return self.model.embed_documents(texts)
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is in memory (a remote one always is)."""
+        return not isinstance(self.model, LocalEmbeddings) or self.model.loaded
 
     def forget_queries(self) -> None:
         """Empty the query cache (benchmarks time cold queries)."""

@@ -6,12 +6,16 @@ carries it out in one write session of the store, which keeps Chroma and BM25 in
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any, TypeVar, cast
 
 from core.models import Chunk, IngestReport, ModelSpec, Paper, Problem, chunk_id
 from core.settings import Settings
@@ -23,6 +27,7 @@ from ingest.read import ReadResult, read_paths
 from store.index import Index, Write, is_writing
 from store.records import StoredChunk, paper_hash
 
+T = TypeVar("T")
 Progress = Callable[[str, int, int], None]
 """Called as progress(stage, done, total) while embedding and indexing."""
 
@@ -172,7 +177,7 @@ def ingest(
         report.chunks, report.added, report.updated = todo.chunks, todo.added, todo.updated
         report.unchanged, report.removed = todo.unchanged, len(todo.delete)
         report.embedded = len(todo.embed)
-        clock.seconds |= {"embed": 0.0, "index": 0.0}
+        clock.seconds |= {"embed": 0.0, "index": 0.0}  # "model" only when it was loaded
         with clock("bm25"):  # the write session rebuilds BM25 as it closes
             if todo.changes or is_writing(chunks.generation):  # also ends an interrupted write
                 with index.write(chunks) as session:
@@ -180,9 +185,66 @@ def ingest(
                     progress("bm25", 0, 1)
             else:
                 progress("bm25", 0, 1)
-                index.bm25(chunks)  # repairs a BM25 index left stale by an interrupted run
-        clock.seconds["bm25"] -= clock.seconds["embed"] + clock.seconds["index"]
+                index.repair(chunks)  # a BM25 side left stale by an interrupted run
+        clock.seconds["bm25"] -= sum(clock.seconds.get(k, 0.0) for k in ("model", "embed", "index"))
         progress("bm25", 1, 1)
+    report.timings = {k: round(v, 3) for k, v in clock.seconds.items()}
+    report.seconds = round(time.perf_counter() - started, 3)
+    return report
+
+
+NICE = 10
+"""How much lower the CPU priority of an ingest beside questions is (Linux ``nice``)."""
+
+
+def beside_queries(work: Callable[[], T]) -> T:
+    """``work()`` in a thread of its own at a lower CPU priority, for a process that answers
+    questions meanwhile (`serve`): the questions keep their latency and the ingest takes the CPU
+    they leave. On Linux the priority is the thread's own and passes to the threads it starts
+    (the embedding model's workers); elsewhere ``work`` runs as it is. Returns its result or
+    raises its error."""
+    done: dict[str, Any] = {}
+
+    def run() -> None:
+        if sys.platform == "linux":
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
+        try:
+            done["result"] = work()
+        except BaseException as exc:  # handed to the caller's thread
+            done["error"] = exc
+
+    thread = threading.Thread(target=run, name="aqa-ingest")
+    thread.start()
+    thread.join()
+    if "error" in done:
+        raise done["error"]
+    return cast(T, done["result"])
+
+
+def remove(paper_ids: Sequence[str], settings: Settings) -> IngestReport:
+    """Delete these papers from the index (every chunk of each), in one write session, so the
+    servers reading it stop citing them as soon as it ends. Ids the index does not hold are
+    reported under ``skipped``; ``papers`` counts the papers removed, ``removed`` their
+    chunks."""
+    started = time.perf_counter()
+    clock = _Clock()
+    report = IngestReport()
+    index = Index(settings)
+    chunks = index.chunks()
+    wanted = list(dict.fromkeys(paper_ids))
+    with clock("diff"):
+        stored = index.stored(chunks, wanted) if chunks is not None and wanted else {}
+    held = {record.paper_id for record in stored.values()}
+    report.skipped = [
+        Problem(file=pid, reason="no paper with this id in the index")
+        for pid in wanted
+        if pid not in held
+    ]
+    if chunks is not None and stored:
+        with clock("bm25"), index.write(chunks) as session, clock("index"):
+            session.delete(sorted(stored))
+        clock.seconds["bm25"] -= clock.seconds["index"]
+    report.papers, report.removed = len(held), len(stored)
     report.timings = {k: round(v, 3) for k, v in clock.seconds.items()}
     report.seconds = round(time.perf_counter() - started, 3)
     return report
@@ -240,6 +302,9 @@ def _write(
     Longest texts first: memory peaks in the first round, and each round holds texts of about
     one length, which the local model then batches by their word piece counts."""
     todo_embed = sorted(todo.embed, key=lambda pair: -len(pair[1]))
+    if todo_embed and not embedder.loaded:  # once per process: a running server has it
+        with clock("model"):
+            embedder.embed_documents(["load the model"])
     for start in range(0, len(todo_embed), ROUND):
         batch = todo_embed[start : start + ROUND]
         with clock("embed"):

@@ -1,70 +1,142 @@
 """The lexical side of the store: BM25 over every chunk, with the per-chunk facts a query needs
-without asking Chroma (facets for filters, the chunk vectors), saved beside Chroma.
+without asking Chroma (facets for filters, the chunk vectors), saved beside Chroma as segments
+(`store.segments`) that a write adds to and a merge folds together.
 
-This is the only module that imports bm25s. Words come from `core.tokens.words`.
+BM25 is scored when asked, from each segment's term counts, as Lucene does: nothing in a segment
+depends on the others, so adding papers writes only theirs. The formula is bm25s's "lucene"
+variant (its default, k1 1.5, b 0.75), which the tests hold it to. Words come from
+`core.tokens.words`.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import tempfile
-import uuid
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import compress
 from pathlib import Path
 from typing import Any
 
-import bm25s
 import numpy as np
 
 from core.models import Filters
 from core.text import author_key, same_author
-from core.tokens import WORDS_VERSION, words
+from core.tokens import words
 from store.records import StoredChunk
+from store.segments import FACETS, Manifest, Part, Segment
 
-LAYOUT = "6"  # bump when the saved layout changes: saved indexes are rebuilt from Chroma
-FACETS = ("paper_id", "year", "venue", "decision", "authors")
-"""Chunk metadata kept beside BM25, so filters apply without asking Chroma."""
+K1 = 1.5
+B = 0.75
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
+class Block:
+    """A segment as one generation sees it: the rows it keeps, and where they sit among all."""
+
+    segment: Segment
+    keep: np.ndarray
+    rows: np.ndarray
+    """Row among every chunk of each of the segment's rows (-1 for a deleted one)."""
+
+
+class AuthorRows(Mapping[str, dict[str, np.ndarray]]):
+    """Each author's rows among every chunk, by surname key and then by the name as written,
+    gathered from the segments' own tables when a key is asked for: a write costs the authors of
+    its own papers, not a table of every author again."""
+
+    def __init__(self, blocks: Sequence[Block]) -> None:
+        self._blocks = blocks
+        self._found: dict[str, dict[str, np.ndarray]] = {}
+
+    def __getitem__(self, key: str) -> dict[str, np.ndarray]:
+        if key not in self._found:
+            named: dict[str, list[np.ndarray]] = {}
+            for block in self._blocks:
+                for name, local in block.segment.authors.get(key, {}).items():
+                    rows = block.rows[local]
+                    named.setdefault(name, []).append(rows[rows >= 0])
+            found = {name: np.concatenate(r) for name, r in named.items()}
+            self._found[key] = {name: r for name, r in found.items() if len(r)}
+        if not self._found[key]:
+            raise KeyError(key)
+        return self._found[key]
+
+    @cached_property
+    def _keys(self) -> list[str]:
+        keys = {key for block in self._blocks for key in block.segment.authors}
+        return sorted(key for key in keys if key in self)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __bool__(self) -> bool:
+        return any(block.keep.any() and block.segment.authors for block in self._blocks)
+
+
+def _kept(values: Any, keep: np.ndarray) -> Any:
+    """The values ``keep`` marks: ``values`` itself when it keeps them all."""
+    if keep.all():
+        return values
+    if isinstance(values, np.ndarray):
+        return values[keep]
+    return list(compress(values, keep))
+
+
+def _joined(arrays: list[np.ndarray], empty: tuple[int, ...]) -> np.ndarray:
+    """One array of ``arrays`` (not a copy when there is one)."""
+    if len(arrays) == 1:
+        return arrays[0]
+    return np.concatenate(arrays) if arrays else np.zeros(empty, dtype=np.float32)
+
+
 class BM25Index:
     """BM25 over every chunk, plus facets for filters and the chunk vectors (row ``i`` is
     ``chunk_ids[i]``), so a chunk only BM25 found gets its dense similarity locally."""
 
-    retriever: bm25s.BM25
-    chunk_ids: list[str]
-    generation: str
-    facets: dict[str, list[Any]]
-    vectors: np.ndarray
+    def __init__(
+        self,
+        parts: Sequence[tuple[Segment, np.ndarray]],
+        generation: str,
+        manifest: str | None = None,
+    ) -> None:
+        """The rows of each segment its mask keeps, in order: one generation of the index;
+        ``manifest`` names the saved manifest it was read from."""
+        self.generation = generation
+        self.manifest = manifest
+        blocks = []
+        offset = 0
+        for segment, keep in parts:
+            kept = np.cumsum(keep) - 1 + offset
+            blocks.append(Block(segment, keep, np.where(keep, kept, -1)))
+            offset += int(keep.sum())
+        self.blocks: tuple[Block, ...] = tuple(blocks)
+        # what a block keeps whole is taken as it is (a list extended, an array not copied):
+        # after a write that only added papers, this costs little more than the new rows
+        self.chunk_ids: list[str] = []
+        self.facets: dict[str, list[Any]] = {name: [] for name in FACETS}
+        for b in blocks:
+            self.chunk_ids.extend(_kept(b.segment.chunk_ids, b.keep))
+            for name in FACETS:
+                self.facets[name].extend(_kept(b.segment.facets[name], b.keep))
+        dim = max((b.segment.vectors.shape[1] for b in blocks), default=0)
+        self.vectors: np.ndarray = _joined(
+            [_kept(b.segment.vectors, b.keep) for b in blocks if b.keep.any()], (0, dim)
+        )
+        lengths = _joined([_kept(b.segment.lengths, b.keep) for b in blocks], (0,))
+        self._lengths = lengths
+        self._avgdl = float(lengths.mean()) if len(lengths) else 1.0
 
     @classmethod
     def build(
         cls, rows: Iterable[tuple[StoredChunk, np.ndarray | None]], generation: str
     ) -> BM25Index:
-        """From every stored chunk (with its text) and its vector."""
-        ids: list[str] = []
-        texts: list[str] = []
-        vectors: list[np.ndarray] = []
-        facets: dict[str, list[Any]] = {name: [] for name in FACETS}
-        for record, vector in rows:
-            ids.append(record.chunk_id)
-            texts.append(record.search_text)
-            vectors.append(np.zeros(0, dtype=np.float32) if vector is None else vector)
-            facets["paper_id"].append(record.paper_id)
-            facets["year"].append(record.year)
-            facets["venue"].append(record.venue)
-            facets["decision"].append(record.decision)
-            facets["authors"].append(list(record.authors))
-        retriever = bm25s.BM25()
-        if texts:
-            retriever.index(words(texts), show_progress=False)
-        matrix = np.asarray(vectors, dtype=np.float32).reshape(len(ids), -1)
-        return cls(retriever, ids, generation, facets, matrix)
+        """From every stored chunk (with its text) and its vector: one segment."""
+        segment = Segment.build(rows)
+        return cls([(segment, np.ones(len(segment), dtype=bool))], generation)
 
     # --- what filters and the app read -------------------------------------------------------
     @cached_property
@@ -94,19 +166,11 @@ class BM25Index:
         return {int(y) for y in set(self.facet_arrays["year"].tolist()) if y >= 0}
 
     @cached_property
-    def author_rows(self) -> dict[str, dict[str, np.ndarray]]:
+    def author_rows(self) -> AuthorRows:
         """Rows of the chunks of each author, by surname key ("levine") and then by the name as
         the corpus writes it: the author filter is a union of these, as fast as the other
         facets."""
-        rows: dict[str, dict[str, list[int]]] = {}
-        for i, names in enumerate(self.facets["authors"]):
-            for name in names:
-                if (key := author_key(name)) is not None:
-                    rows.setdefault(key, {}).setdefault(name, []).append(i)
-        return {
-            key: {name: np.unique(np.asarray(r, dtype=np.int64)) for name, r in named.items()}
-            for key, named in rows.items()
-        }
+        return AuthorRows(self.blocks)
 
     @cached_property
     def author_names(self) -> list[str]:
@@ -160,41 +224,58 @@ class BM25Index:
         return {cid: i for i, cid in enumerate(self.chunk_ids)}
 
     # --- lexical scores ----------------------------------------------------------------------
-    def _postings(self) -> tuple[dict[str, int], Any, Any, float]:
-        vocab = self.retriever.vocab_dict or {}
-        scores: Any = self.retriever.scores or {}
-        n = float(scores.get("num_docs", len(self.chunk_ids)) or 1)
-        return vocab, scores.get("indptr"), scores.get("indices"), n
+    def _postings(self, term: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """The rows holding ``term`` and its count in each, segment by segment."""
+        for block in self.blocks:
+            column = block.segment.vocab.get(term)
+            if column is None:
+                continue
+            postings = block.segment.postings
+            start, end = postings.indptr[column], postings.indptr[column + 1]
+            rows = block.rows[postings.indices[start:end]]
+            alive = rows >= 0
+            yield rows[alive], postings.data[start:end][alive]
+
+    def df(self, term: str) -> int:
+        """How many chunks hold ``term``."""
+        return sum(len(rows) for rows, _ in self._postings(term))
+
+    def _idf(self, df: int) -> float:
+        n = len(self.chunk_ids)
+        return float(np.log(1 + (n - df + 0.5) / (df + 0.5)))
 
     def scores(self, terms: Sequence[str]) -> np.ndarray:
-        """BM25 score of every chunk for a query's search words (`core.tokens.words`); zeros
-        when none is indexed."""
-        vocab = self.retriever.vocab_dict or {}
-        tokens = [t for t in terms if t in vocab]
-        if not tokens or not self.chunk_ids:
-            return np.zeros(len(self.chunk_ids), dtype=np.float32)
-        return np.asarray(self.retriever.get_scores(tokens), dtype=np.float32)
+        """BM25 score of every chunk for a query's search words (`core.tokens.words`; a word
+        given twice counts twice); zeros when none is indexed."""
+        out = np.zeros(len(self.chunk_ids), dtype=np.float32)
+        for term, times in Counter(terms).items():
+            postings = list(self._postings(term))
+            df = sum(len(rows) for rows, _ in postings)
+            if not df:
+                continue
+            idf = np.float32(self._idf(df) * times)
+            for rows, tf in postings:
+                norm = K1 * (1 - B + B * self._lengths[rows] / self._avgdl)
+                out[rows] += idf * (tf / (norm + tf)).astype(np.float32)
+        return out
 
     def holding_all(self, terms: Sequence[str]) -> np.ndarray:
         """Which chunks hold every one of a query's search words."""
         tokens = sorted(set(terms))
-        vocab, indptr, indices, _ = self._postings()
-        keep = np.ones(len(self.chunk_ids), dtype=bool) if tokens else np.zeros(0, dtype=bool)
+        keep = np.ones(len(self.chunk_ids), dtype=bool)
         for token in tokens:
             has = np.zeros(len(self.chunk_ids), dtype=bool)
-            if token in vocab and indptr is not None and indices is not None:
-                tid = vocab[token]
-                has[indices[indptr[tid] : indptr[tid + 1]]] = True
+            for rows, _ in self._postings(token):
+                has[rows] = True
             keep &= has
         return keep if tokens else np.zeros(len(self.chunk_ids), dtype=bool)
 
     def unseen(self, names: list[str]) -> list[str]:
         """The names no indexed chunk contains (compared as search words: case and stem)."""
-        vocab = self.retriever.vocab_dict or {}
         return [
             name
             for name, tokens in zip(names, words(names), strict=True)
-            if tokens and not any(t in vocab for t in tokens)
+            if tokens and not any(self.df(t) for t in tokens)
         ]
 
     def coverage(self, query: Sequence[str], texts: list[str]) -> list[float]:
@@ -206,16 +287,7 @@ class BM25Index:
         terms = set(query)
         if not terms:
             return [0.0] * len(texts)
-        vocab, indptr, _, n = self._postings()
-        weight = {}
-        for term in terms:
-            tid = vocab.get(term)
-            df = (
-                float(indptr[tid + 1] - indptr[tid])
-                if tid is not None and indptr is not None
-                else 0
-            )
-            weight[term] = float(np.log(1 + (n - df + 0.5) / (df + 0.5)))
+        weight = {term: self._idf(self.df(term)) for term in terms}
         total = sum(weight.values())
         return [
             sum(w for t, w in weight.items() if t in set(toks)) / total for toks in words(texts)
@@ -223,50 +295,38 @@ class BM25Index:
 
     # --- persistence -------------------------------------------------------------------------
     def save(self, root: Path) -> None:
-        """Write a new generation folder, then switch CURRENT to it atomically."""
-        root.mkdir(parents=True, exist_ok=True)
-        target = root / f"gen-{self.generation}-{uuid.uuid4().hex[:8]}"
-        if self.chunk_ids:
-            self.retriever.save(str(target))
-        target.mkdir(parents=True, exist_ok=True)
-        np.save(target / "vectors.npy", self.vectors)
-        info = {
-            "generation": self.generation,
-            "layout": f"{WORDS_VERSION}.{LAYOUT}",
-            "chunk_ids": self.chunk_ids,
-            "facets": self.facets,
-        }
-        (target / "aqa.json").write_text(json.dumps(info))
-        fd, tmp = tempfile.mkstemp(dir=root, prefix=".current-")
-        with os.fdopen(fd, "w") as fh:
-            fh.write(target.name)
-        os.replace(tmp, root / "CURRENT")
-        for old in root.glob("gen-*"):
-            if old.name != target.name:
-                shutil.rmtree(old, ignore_errors=True)
+        """Write the index as one segment under a new manifest (a full build's way)."""
+        if len(self.blocks) == 1 and self.blocks[0].keep.all():
+            segment = self.blocks[0].segment
+        else:
+            segment = Segment.merge([(b.segment, b.keep) for b in self.blocks])
+        segment.save(root)
+        Manifest(self.generation, (Part(segment.name, len(segment)),)).save(root)
+        self.manifest = Manifest.current(root)
 
     @staticmethod
     def saved_generation(root: Path) -> str | None:
         """The generation of the index saved under ``root``, without loading it."""
-        try:
-            name = (root / "CURRENT").read_text().strip()
-        except OSError:
-            return None
-        return name[len("gen-") : -len("-12345678")] if name.startswith("gen-") else None
+        saved = Manifest.load(root)
+        return None if saved is None else saved[0].generation
 
     @classmethod
-    def load(cls, root: Path) -> BM25Index | None:
-        """The saved index, or None when there is none or it has another layout."""
+    def load(cls, root: Path, reuse: BM25Index | None = None) -> BM25Index | None:
+        """The saved index, or None when there is none, it is damaged or it has another layout.
+        Segments ``reuse`` holds are taken from it, not read again: after a write, only the
+        segment it added is read."""
+        saved = Manifest.load(root)
+        if saved is None:
+            return None
+        manifest, name = saved
+        have = {b.segment.name: b.segment for b in reuse.blocks} if reuse is not None else {}
         try:
-            target = root / (root / "CURRENT").read_text().strip()
-            info = json.loads((target / "aqa.json").read_text())
-            if info.get("layout") != f"{WORDS_VERSION}.{LAYOUT}":
-                return None
-            ids = list(info["chunk_ids"])
-            retriever = bm25s.BM25.load(str(target), mmap=False) if ids else bm25s.BM25()
-            vectors = np.load(target / "vectors.npy")
-        except (OSError, ValueError, KeyError):
+            parts = []
+            for part in manifest.parts:
+                segment = have.get(part.name) or Segment.load(root, part.name)
+                if len(segment) != part.rows:
+                    return None
+                parts.append((segment, part.keep()))
+        except (OSError, ValueError, KeyError, TypeError):
             return None
-        if len(vectors) != len(ids):
-            return None
-        return cls(retriever, ids, str(info["generation"]), info["facets"], vectors)
+        return cls(parts, manifest.generation, name)

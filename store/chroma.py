@@ -202,6 +202,25 @@ class ChunkCollection:
         }
 
     @_reached
+    def with_vectors(self, ids: Sequence[str]) -> list[tuple[StoredChunk, np.ndarray]]:
+        """The chunks with these ids that exist, text included, and their vectors, in the
+        order of ``ids``."""
+        found: dict[str, tuple[StoredChunk, np.ndarray]] = {}
+        for part in self._batches(list(ids)):
+            got = self._col.get(ids=list(part), include=["metadatas", "documents", "embeddings"])
+            embeddings: Any = got.get("embeddings")
+            for cid, doc, meta, vector in zip(
+                got["ids"],
+                got["documents"] or [],
+                got["metadatas"] or [],
+                embeddings,
+                strict=True,
+            ):
+                record = StoredChunk.from_store(cid, doc, dict(meta or {}))
+                found[cid] = (record, np.asarray(vector, dtype=np.float32))
+        return [found[cid] for cid in ids if cid in found]
+
+    @_reached
     def of_papers(self, paper_ids: Sequence[str]) -> dict[str, StoredChunk]:
         """The chunks of these papers (records without their text), by id: what a re-ingest of
         them compares, found through the paper id's metadata index, not a scan."""

@@ -5,17 +5,22 @@ marker, and the only way to change the collection is a `Write`:
 
 1. it marks the collection as being written (generation ``w-<new>``) before any change,
 2. makes its changes,
-3. builds and saves the BM25 side under ``<new>``,
-4. and only then sets the collection's generation to ``<new>``.
+3. saves the BM25 side of ``<new>``: when the saved one is the collection's previous generation,
+   one segment of the chunks it wrote and the rows it replaced or deleted marked dead (a cost
+   that follows the change, not the index; `store.segments`), else a full build from Chroma,
+4. sets the collection's generation to ``<new>``,
+5. and, when the segments have grown many, merges them (same rows, same generation).
 
 A BM25 index whose generation differs from the collection's is stale and is rebuilt from Chroma,
 so the two agree even after an interrupted ingest or on another machine reading the same Chroma
 server. A BM25 index built while a write is under way is never saved: a crash would leave it
 looking current.
 
-Queries never wait for a rebuild while there is an older snapshot to serve: the stale one keeps
-answering (a chunk deleted since is dropped when its text is fetched, one added since is still
-found by Chroma's dense search) while a fresh one is built once, in the background.
+A process serving questions sees a write as soon as step 4 is done: the next question reads the
+new manifest and only the segments it does not hold yet. Queries never wait for a full rebuild
+while there is an older snapshot to serve: the stale one keeps answering (a chunk deleted since
+is dropped when its text is fetched, one added since is still found by Chroma's dense search)
+while a fresh one is built once, in the background.
 """
 
 from __future__ import annotations
@@ -24,9 +29,9 @@ import shutil
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.errors import EmptyIndexError, IndexNotFoundError
@@ -41,6 +46,7 @@ from store.chroma import (
     reaching,
 )
 from store.records import StoredChunk, stitch
+from store.segments import Manifest, Part, Segment
 
 WRITING = "w-"
 """Prefix of the generation marker while a write session is under way."""
@@ -57,25 +63,43 @@ class Snapshot:
 
     chunks: ChunkCollection
     bm25: BM25Index
+    shared: bool = False
+    """Whether the collection is on a Chroma server, whose own nearest-neighbour search sees
+    every write. An embedded collection's does not see another process's writes (its HNSW index
+    is loaded once per process; measured with chromadb 1.5): a question then ranks by meaning
+    over the snapshot's own vectors, exactly."""
 
 
 @dataclass
 class Write:
-    """One write session. Changes go to Chroma as they are made; the BM25 side is rebuilt when
-    the session ends without an error (an error leaves it stale, to be rebuilt on next open)."""
+    """One write session. Changes go to Chroma as they are made; the BM25 side is brought up to
+    date when the session ends without an error (an error leaves it stale, to be rebuilt on next
+    open)."""
 
     chunks: ChunkCollection
     generation: str
+    written: set[str] = field(default_factory=set)
+    """Chunks added, replaced or described anew: their rows are written again."""
+    deleted: set[str] = field(default_factory=set)
 
     def upsert(self, records: Sequence[StoredChunk], vectors: Sequence[Sequence[float]]) -> None:
         self.chunks.upsert(records, vectors)
+        self._wrote(r.chunk_id for r in records)
 
     def update(self, records: Sequence[StoredChunk]) -> None:
         """New metadata for chunks whose text is unchanged."""
         self.chunks.update(records)
+        self._wrote(r.chunk_id for r in records)
 
     def delete(self, ids: Sequence[str]) -> None:
         self.chunks.delete(ids)
+        self.deleted.update(ids)
+        self.written.difference_update(ids)
+
+    def _wrote(self, ids: Iterable[str]) -> None:
+        ids = set(ids)
+        self.written |= ids
+        self.deleted -= ids
 
 
 class Index:
@@ -130,7 +154,9 @@ class Index:
         with self._lock:
             if self._cached is None or self._cached.generation != generation:
                 if BM25Index.saved_generation(self._bm25_root()) == generation:
-                    self._cached = self.bm25(chunks)  # saved by the write that made it: a load
+                    # saved by the write that made it: only the segments not held yet are read
+                    fresh = BM25Index.load(self._bm25_root(), reuse=self._cached)
+                    self._cached = fresh or self.bm25(chunks)
                 elif self._cached is None:
                     # stale but whole: serve it meanwhile; with nothing saved, build it now
                     self._cached = self.saved_bm25() or self.bm25(chunks)
@@ -139,7 +165,7 @@ class Index:
                 threading.Thread(
                     target=self._refresh, args=(chunks,), daemon=True, name="aqa-bm25"
                 ).start()
-            return Snapshot(chunks, self._cached)
+            return Snapshot(chunks, self._cached, shared=bool(self.settings.chroma_host))
 
     def _refresh(self, chunks: ChunkCollection) -> None:
         try:
@@ -172,6 +198,12 @@ class Index:
                 return saved
         return self.rebuild(chunks)
 
+    def repair(self, chunks: ChunkCollection) -> None:
+        """Rebuild the BM25 side if a write left it stale (when it is current, this reads one
+        file, not the index)."""
+        if BM25Index.saved_generation(self._bm25_root()) != chunks.generation:
+            self.rebuild(chunks)
+
     def rebuild(self, chunks: ChunkCollection) -> BM25Index:
         """The BM25 side built from Chroma, and saved unless a write is under way (it may still
         change the collection)."""
@@ -189,12 +221,42 @@ class Index:
     @contextmanager
     def write(self, chunks: ChunkCollection) -> Iterator[Write]:
         """The one way to change the index (see the module's docstring)."""
+        previous = chunks.generation
         generation = uuid.uuid4().hex
         chunks.set_generation(WRITING + generation)  # before any change: a crash is visible
         session = Write(chunks, generation)
         yield session
-        self._build(chunks, generation).save(self._bm25_root())
+        root = self._bm25_root()
+        saved = Manifest.load(root)
+        if saved is None or saved[0].generation != previous or is_writing(previous):
+            self._build(chunks, generation).save(root)
+            chunks.set_generation(generation)
+            return
+        added = None
+        if session.written:  # as Chroma now holds them: text, metadata and vector
+            added = Segment.build(chunks.with_vectors(sorted(session.written)))
+            added.save(root)
+        manifest = saved[0].changed(root, session.written | session.deleted, added, generation)
+        manifest.save(root)
         chunks.set_generation(generation)
+        self.merge()
+
+    def merge(self) -> bool:
+        """Merge the saved segments when they have grown many or hold many deleted rows (see
+        `Manifest.merging`); whether it did. The rows and the generation stay the same, so a
+        kill at any point leaves either manifest whole and current."""
+        root = self._bm25_root()
+        saved = Manifest.load(root)
+        start = None if saved is None else saved[0].merging()
+        if saved is None or start is None:
+            return False
+        manifest = saved[0]
+        parts = manifest.parts[start:]
+        merged = Segment.merge([(Segment.load(root, p.name), p.keep()) for p in parts])
+        merged.save(root)
+        kept = manifest.parts[:start] + ((Part(merged.name, len(merged)),) if len(merged) else ())
+        Manifest(manifest.generation, kept).save(root)
+        return True
 
     def drop(self) -> None:
         """Delete the collection and its BM25 index (for --rebuild)."""
@@ -207,15 +269,11 @@ class Index:
     ) -> dict[str, StoredChunk]:
         """Chunk records without their text, by id (what a re-ingest compares): every chunk's,
         or only those of ``paper_ids``, looked up by id (a few papers into a large index cost
-        what they are, not what the index is). When they are as many as its chunks, one scan is
-        the faster way to the same records: at 21,958 papers (23,802 chunks) a scan takes 3.6 s
-        and a lookup 0.15 ms a paper (docs/benchmarks.md, "Incremental ingest")."""
-        if paper_ids is None or len(paper_ids) >= chunks.count():
-            every = {record.chunk_id: record for record, _ in chunks.scan()}
-            if paper_ids is None:
-                return every
-            wanted = set(paper_ids)
-            return {cid: record for cid, record in every.items() if record.paper_id in wanted}
+        what they are, not what the index is: 0.15 ms a paper, where a scan of the 22k index
+        takes 3.6 s and even counting the chunks of the 220k one takes a second in a new
+        process; docs/benchmarks.md, "Incremental ingest")."""
+        if paper_ids is None:
+            return {record.chunk_id: record for record, _ in chunks.scan()}
         return chunks.of_papers(paper_ids)
 
     def paper(self, paper_id: str) -> Paper | None:

@@ -253,3 +253,19 @@ def test_a_chroma_server_that_goes_away_is_told_apart_from_a_missing_or_empty_in
     )  # fmt: skip
     assert cli.returncode == StoreUnreachableError.exit_code, cli.stderr
     assert f"127.0.0.1:{port}" in cli.stderr and "empty" not in cli.stderr
+
+
+def test_a_running_server_sees_what_the_cli_adds_through_a_chroma_server(
+    chroma_port: int, tmp_path: Path
+) -> None:
+    from tests.test_incremental import served_sees_changes
+
+    data_dir = tmp_path / "live"
+    ingest([SAMPLE], server_settings(chroma_port, data_dir, "live-sample"))
+    served_sees_changes(
+        data_dir,
+        tmp_path,
+        AQA_CHROMA_HOST="127.0.0.1",
+        AQA_CHROMA_PORT=str(chroma_port),
+        AQA_COLLECTION="live-sample",
+    )

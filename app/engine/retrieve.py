@@ -196,12 +196,14 @@ class Retriever:
         similarity: dict[str, float],
     ) -> list[str]:
         """The nearest chunks by meaning, best first; their similarities go to ``similarity``."""
-        if mask is None:
+        if mask is None and at.shared:
             ids, sims = at.chunks.nearest(qvec, depth)
         else:
-            # Filtered: an exact scan of the chunk vectors held beside BM25, masked. One
+            # An exact scan of the chunk vectors held beside BM25, masked when filtered. One
             # matrix-vector product (~3 ms at 22k) beats Chroma's metadata filter (30 ms and
-            # more when few chunks pass), and it filters by author, which Chroma cannot.
+            # more when few chunks pass), and it filters by author, which Chroma cannot. An
+            # embedded collection is always scanned: its HNSW index does not see another
+            # process's ingest (`Snapshot.shared`).
             ids, sims = scan(at.bm25, qvec, mask, depth)
         similarity.update(zip(ids, sims, strict=True))
         return ids
@@ -272,9 +274,11 @@ class Retriever:
 
 
 def scan(
-    bm25: BM25Index, qvec: np.ndarray, mask: np.ndarray, n: int
+    bm25: BM25Index, qvec: np.ndarray, mask: np.ndarray | None, n: int
 ) -> tuple[list[str], list[float]]:
-    """The ``n`` nearest chunks that pass ``mask``, by exact cosine similarity."""
+    """The ``n`` nearest chunks that pass ``mask`` (every chunk when None), by exact cosine
+    similarity."""
+    mask = np.ones(len(bm25.chunk_ids), dtype=bool) if mask is None else mask
     rows = np.flatnonzero(mask)
     if not len(rows):
         return [], []

@@ -474,6 +474,7 @@ def create_app(
         BibTeX, RIS, CSL-JSON, Zotero CSV, the arXiv snapshot, OpenAlex or Semantic Scholar,
         optionally gzipped; the format is told by the file's name and content unless `format`
         names it. Problems name the uploaded file and line."""
+        from ingest.pipeline import beside_queries
         from ingest.pipeline import ingest as run_ingest
 
         folder = Path(tempfile.mkdtemp(prefix="aqa-upload-"))
@@ -487,7 +488,7 @@ def create_app(
                 names[str(target)] = name
             with ingest_lock:  # one write session at a time
                 forced = None if format == "auto" else format
-                report = run_ingest([folder], settings, forced=forced)
+                report = beside_queries(lambda: run_ingest([folder], settings, forced=forced))
             for problem in [*report.skipped, *report.warnings, *report.merged]:
                 problem.file = names.get(problem.file, PurePath(problem.file).name)
             report.formats = {

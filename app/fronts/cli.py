@@ -111,6 +111,27 @@ def ingest_command(
         raise typer.Exit(1)
 
 
+@cli.command("remove")
+def remove_command(
+    paper_ids: list[str] = typer.Argument(..., help="Ids of the papers to delete."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Delete papers from the index by id (the id `ask --json` gives each source). Servers and
+    the app stop citing them as soon as this ends."""
+    from ingest.pipeline import remove
+
+    report = remove(paper_ids, get_settings())
+    if as_json:
+        typer.echo(report.model_dump_json(indent=2))
+    else:
+        out.print(f"Removed {report.papers} paper(s), {report.removed} chunk(s).")
+        for problem in report.skipped[:MAX_LISTED]:
+            out.print(f"  {problem}", highlight=False, markup=False)
+    if report.papers == 0:
+        err.print("None of these ids is in the index: nothing was removed.")
+        raise typer.Exit(1)
+
+
 def _print_report(report: IngestReport) -> None:
     for name, label in list(report.formats.items())[:MAX_LISTED]:
         out.print(f"Read {name} as {label}.", highlight=False, markup=False)
