@@ -19,8 +19,8 @@ looking current.
 A process serving questions sees a write as soon as step 4 is done: the next question reads the
 new manifest and only the segments it does not hold yet. Queries never wait for a full rebuild
 while there is an older snapshot to serve: the stale one keeps answering (a chunk deleted since
-is dropped when its text is fetched, one added since is still found by Chroma's dense search)
-while a fresh one is built once, in the background.
+is dropped when its text is fetched; one added since is found once the fresh one is in, or at
+once by a Chroma server's own dense search) while a fresh one is built once, in the background.
 """
 
 from __future__ import annotations
@@ -270,8 +270,7 @@ class Index:
         """Chunk records without their text, by id (what a re-ingest compares): every chunk's,
         or only those of ``paper_ids``, looked up by id (a few papers into a large index cost
         what they are, not what the index is: 0.15 ms a paper, where a scan of the 22k index
-        takes 3.6 s and even counting the chunks of the 220k one takes a second in a new
-        process; docs/benchmarks.md, "Incremental ingest")."""
+        takes 3.6 s; docs/benchmarks.md, "Incremental ingest")."""
         if paper_ids is None:
             return {record.chunk_id: record for record, _ in chunks.scan()}
         return chunks.of_papers(paper_ids)
