@@ -4,8 +4,10 @@
 
 Works on a copy of --index (the index is left as it was). For each size N: N new papers (real
 abstracts of the shared corpus under new ids, a sentence added, so their text is new), N changed
-papers (indexed ids, a sentence added to the abstract) and N deleted ones (indexed ids,
-`abstract-qa remove`). Each step runs in a child process as the CLI does (`abstract-qa ingest
+papers (indexed ids, a sentence added to the abstract), N deleted ones (indexed ids,
+`abstract-qa remove`), N new papers from a reference library (BibTeX: each is looked up by its
+DOI, arXiv id and title among the indexed papers) and that library imported again (nothing
+changes). Each step runs in a child process as the CLI does (`abstract-qa ingest
 FILE --json`, `abstract-qa remove IDS --json`); its report's per-step timings (read, diff, chunk,
 model: loading the embedding model, embed, index, bm25) and the child's peak memory are printed as
 a Markdown table, with the seconds beyond embedding (total minus model and embed: the part that
@@ -53,7 +55,30 @@ def batches(n: int, indexed: list[dict[str, Any]], offset: int) -> dict[str, lis
         for r in indexed[-(offset + n) : len(indexed) - offset]
     ]
     deleted = indexed[len(indexed) // 2 + offset : len(indexed) // 2 + offset + n]
-    return {"new": new, "changed": changed, "deleted": deleted}
+    library = [
+        {**r, "title": f"{r['title']} (a library's copy {offset}-{i})"}
+        for i, r in enumerate(indexed[len(indexed) // 3 + offset : len(indexed) // 3 + offset + n])
+    ]
+    return {
+        "new": new,
+        "changed": changed,
+        "deleted": deleted,
+        "library": library,
+        "library again": library,
+    }
+
+
+def bibtex(papers: list[dict[str, Any]]) -> str:
+    """The papers as a reference manager exports them (no ids of ours)."""
+
+    def value(text: Any) -> str:
+        return "".join(c for c in str(text) if c not in "{}\\")
+
+    return "".join(
+        f"@article{{k{i},\n  title = {{{value(p['title'])}}},\n"
+        f"  abstract = {{{value(p['abstract'])}}},\n  year = {{{p.get('year') or ''}}}\n}}\n\n"
+        for i, p in enumerate(papers)
+    )
 
 
 def main() -> None:
@@ -71,6 +96,10 @@ def main() -> None:
             for kind, papers in batches(n, records, offset).items():
                 if kind == "deleted":
                     report, peak = run_cli(index, "remove", *(str(p["id"]) for p in papers))
+                elif kind.startswith("library"):
+                    corpus = Path(tmp) / f"library-{n}.bib"
+                    corpus.write_text(bibtex(papers))
+                    report, peak = run_cli(index, "ingest", str(corpus))
                 else:
                     corpus = Path(tmp) / f"{kind}-{n}.jsonl"
                     corpus.write_text("".join(json.dumps(p) + "\n" for p in papers))

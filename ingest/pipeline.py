@@ -22,7 +22,7 @@ from core.settings import Settings
 from core.text import RENDER_VERSION
 from ingest.chunk import chunk_paper, chunk_papers
 from ingest.embed import Embedder, get_embedder
-from ingest.identity import adopted, known_keys, said
+from ingest.identity import Keys, adopted, known_keys, said
 from ingest.read import ReadResult, read_paths
 from store.index import Index, Write, is_writing
 from store.records import StoredChunk, paper_hash
@@ -33,7 +33,7 @@ Progress = Callable[[str, int, int], None]
 
 # Bump when chunk metadata gains a field: papers are re-chunked once and their metadata updated
 # in place (the text is unchanged, so nothing is embedded again).
-LAYOUT = "m3"
+LAYOUT = "m4"
 ROUND = 512  # chunks embedded and written per round: the unit an interruption can lose
 
 
@@ -88,9 +88,10 @@ def plan(
                 continue
         changed.append(paper)
     for paper, chunks in zip(changed, chunk_papers(chunker, changed, processes), strict=True):
+        keys = identity(paper)
         for chunk in chunks:
             wanted.add(chunk.chunk_id)
-            record = StoredChunk.of(paper, chunk, len(chunks), chunking)
+            record = StoredChunk.of(paper, chunk, len(chunks), chunking, keys)
             old = stored.get(chunk.chunk_id)
             if old is None or old.content_hash != record.content_hash:
                 todo.embed.append((record, chunk.embed_text))
@@ -165,12 +166,13 @@ def ingest(
         chunks = index.chunks(embedder.spec, create=True)
         assert chunks is not None
         with clock("diff"):
-            if read.keys:  # library records: any indexed paper may be the same paper
-                stored = index.stored(chunks)
-                papers = adopt_ids(read, stored, report.merged)
-            else:  # what the diff needs of the index: the papers read, by id
-                papers = read.papers
-                stored = index.stored(chunks, [paper.paper_id for paper in papers])
+            papers = read.papers
+            if read.keys:  # library records: an indexed paper with one of their keys is theirs
+                wanted = sorted({key for keys in read.keys.values() for key in keys.all()})
+                heads = index.same_papers(chunks, wanted, identity)
+                papers = adopt_ids(read, heads, report.merged)
+            # what the diff needs of the index: the papers read, by id
+            stored = index.stored(chunks, [paper.paper_id for paper in papers])
         chunking, chunker = chunking_of(settings, embedder.spec)
         with clock("chunk"):
             todo = plan(papers, stored, chunking, chunker, processes)
@@ -250,18 +252,22 @@ def remove(paper_ids: Sequence[str], settings: Settings) -> IngestReport:
     return report
 
 
-def adopt_ids(
-    read: ReadResult, stored: dict[str, StoredChunk], merged: list[Problem]
-) -> list[Paper]:
+def identity(paper: Paper | StoredChunk) -> list[str]:
+    """A paper's keys in every export of it: its DOI, arXiv id and title key (not a title made
+    from the text), as stored on its first chunk and looked up by `adopt_ids`."""
+    title = None if paper.title_derived else paper.title
+    return Keys.of(paper.doi, paper.arxiv_id, title).all()
+
+
+def adopt_ids(read: ReadResult, heads: Sequence[StoredChunk], merged: list[Problem]) -> list[Paper]:
     """The papers read, each one the index already holds under another id (the same DOI, arXiv
     id or title, from another export of the library) given that id, so that it is updated, not
-    added twice. Papers whose id the corpus gave keep it."""
-    if not read.keys or not stored:
+    added twice. Papers whose id the corpus gave keep it. ``heads`` are the first chunks of the
+    indexed papers that share a key with the papers read (`store.index.Index.same_papers`)."""
+    if not read.keys or not heads:
         return read.papers
     known = known_keys(
-        (s.paper_id, s.doi, s.arxiv_id, None if s.title_derived else s.title)
-        for s in stored.values()
-        if s.index == 0
+        (s.paper_id, s.doi, s.arxiv_id, None if s.title_derived else s.title) for s in heads
     )
     taken = {paper.paper_id: paper.source for paper in read.papers}  # id -> who writes it
     papers = []

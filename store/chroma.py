@@ -22,11 +22,12 @@ from chromadb.errors import NotFoundError
 from core.errors import ConfigError, IndexMismatchError, StoreUnreachableError
 from core.models import Filters, ModelSpec
 from core.settings import Settings
-from store.records import StoredChunk
+from store.records import IDENTITY_KINDS, IDENTITY_LAYOUT, StoredChunk, identity_metadata
 
 MODEL_KEY = "aqa_embedding_model"
 DIM_KEY = "aqa_embedding_dim"
 GENERATION_KEY = "aqa_generation"
+IDENTITY_KEY = "aqa_identity"  # the `IDENTITY_LAYOUT` every paper's first chunk is labelled with
 _PAGE = 5000
 _PAPERS_PER_GET = 500  # paper ids in one `$in` filter
 
@@ -154,8 +155,17 @@ class ChunkCollection:
 
     @_reached
     def set_generation(self, generation: str) -> None:
+        self._set(GENERATION_KEY, generation)
+
+    @property
+    def identified(self) -> bool:
+        """Whether every paper's first chunk carries its identity keys in today's forms (a
+        collection written before they were stored has not: see `identify`)."""
+        return (self._col.metadata or {}).get(IDENTITY_KEY) == IDENTITY_LAYOUT
+
+    def _set(self, key: str, value: str) -> None:
         meta = dict(self._col.metadata or {})
-        meta[GENERATION_KEY] = generation
+        meta[key] = value
         self._col.modify(metadata=meta)
 
     # --- reading -----------------------------------------------------------------------------
@@ -234,6 +244,56 @@ class ChunkCollection:
         return found
 
     @_reached
+    def same_as(self, keys: Sequence[str]) -> list[StoredChunk]:
+        """The first chunks (records without their text) of the papers holding any of these
+        identity keys (``doi:...``, ``arxiv:...``, ``title:...``), through Chroma's metadata
+        index, in the collection's order."""
+        wanted: list[tuple[str, str]] = []
+        for key in dict.fromkeys(keys):
+            kind, _, value = key.partition(":")
+            if kind in IDENTITY_KINDS and value:
+                wanted.append((IDENTITY_KINDS[kind], value))
+        found: dict[str, StoredChunk] = {}
+        for start in range(0, len(wanted), _PAPERS_PER_GET):
+            by_key: dict[str, list[str]] = {}
+            for field, value in wanted[start : start + _PAPERS_PER_GET]:
+                by_key.setdefault(field, []).append(value)
+            clauses: list[dict[str, Any]] = [{k: {"$in": v}} for k, v in by_key.items()]
+            these: Any = clauses[0] if len(clauses) == 1 else {"$or": clauses}
+            got = self._col.get(where=these, include=["metadatas"])
+            for cid, meta in zip(got["ids"], got["metadatas"] or [], strict=True):
+                found[cid] = StoredChunk.from_store(cid, None, dict(meta or {}))
+        return list(found.values())
+
+    def heads(self) -> Iterator[StoredChunk]:
+        """Every paper's first chunk (records without their text), page by page."""
+        offset = 0
+        while True:
+            with reaching(self.client):
+                page = self._col.get(
+                    where={"chunk_index": 0}, include=["metadatas"], limit=_PAGE, offset=offset
+                )
+            if not page["ids"]:
+                return
+            for cid, meta in zip(page["ids"], page["metadatas"] or [], strict=True):
+                yield StoredChunk.from_store(cid, None, dict(meta or {}))
+            offset += len(page["ids"])
+
+    @_reached
+    def identify(self, identities: Sequence[tuple[str, Sequence[str]]]) -> None:
+        """Label first chunks with their papers' identity keys (``(chunk id, keys)``; other
+        metadata untouched) and mark the collection as `identified`: done once to a collection
+        written before the keys were stored. Neither the text nor anything BM25 reads changes,
+        so this is no write session."""
+        for part in self._batches(identities):
+            blank = dict.fromkeys(IDENTITY_KINDS.values())
+            self._col.update(
+                ids=[cid for cid, _ in part],
+                metadatas=[{**blank, **identity_metadata(keys)} for _, keys in part],
+            )
+        self._set(IDENTITY_KEY, IDENTITY_LAYOUT)
+
+    @_reached
     def of_paper(self, paper_id: str) -> list[StoredChunk]:
         """A paper's chunks, text included, in order."""
         got = self._col.get(where={"paper_id": paper_id}, include=["metadatas", "documents"])
@@ -302,7 +362,12 @@ def open_collection(
         with reaching(client):
             col = client.get_or_create_collection(
                 name,
-                metadata={MODEL_KEY: spec.name, DIM_KEY: spec.dim, GENERATION_KEY: "new"},
+                metadata={
+                    MODEL_KEY: spec.name,
+                    DIM_KEY: spec.dim,
+                    GENERATION_KEY: "new",
+                    IDENTITY_KEY: IDENTITY_LAYOUT,  # (an existing collection keeps its own)
+                },
                 configuration={"hnsw": {"space": "cosine"}},
                 embedding_function=None,
             )

@@ -29,7 +29,7 @@ import shutil
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -274,6 +274,20 @@ class Index:
         if paper_ids is None:
             return {record.chunk_id: record for record, _ in chunks.scan()}
         return chunks.of_papers(paper_ids)
+
+    def same_papers(
+        self,
+        chunks: ChunkCollection,
+        keys: Sequence[str],
+        identity: Callable[[StoredChunk], Sequence[str]],
+    ) -> list[StoredChunk]:
+        """The first chunks (without text) of the indexed papers holding any of these identity
+        keys (``doi:...``, ``arxiv:...``, ``title:...``), looked up: a cost that follows the
+        keys, not the index. A collection written before the keys were stored is labelled first,
+        once, with ``identity`` of each paper's first chunk (one read of them all)."""
+        if not chunks.identified:
+            chunks.identify([(head.chunk_id, identity(head)) for head in chunks.heads()])
+        return chunks.same_as(keys)
 
     def paper(self, paper_id: str) -> Paper | None:
         """The paper with this id as the index holds it (None when there is none)."""

@@ -6,6 +6,7 @@ Above the store nothing reads Chroma's metadata keys: a chunk comes back as a `S
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
@@ -53,10 +54,19 @@ class StoredChunk:
     n_chunks: int = 0  # on a paper's first chunk only
     rendered: str | None = None  # the text with LaTeX rendered at ingest (None: it had none)
     rendered_title: str | None = None
+    identity: tuple[str, ...] = ()  # on a paper's first chunk only: see `IDENTITY_KINDS`
 
     @classmethod
-    def of(cls, paper: Paper, chunk: Chunk, n_chunks: int, chunking: str) -> StoredChunk:
-        """The record ingest writes for ``chunk`` of ``paper``."""
+    def of(
+        cls,
+        paper: Paper,
+        chunk: Chunk,
+        n_chunks: int,
+        chunking: str,
+        identity: Sequence[str] = (),
+    ) -> StoredChunk:
+        """The record ingest writes for ``chunk`` of ``paper``; ``identity`` is the paper's keys
+        (``doi:...``, ``arxiv:...``, ``title:...``, as `ingest.identity` makes them)."""
         record = cls(
             **chunk.model_dump(include={"chunk_id", "index", "start", "end", "text"}),
             **paper.model_dump(include=_PAPER_FIELDS),
@@ -69,6 +79,7 @@ class StoredChunk:
             # LaTeX rendering is slow (pylatexenc, ~20 ms an abstract): done once, not per query
             rendered=chunk.plain if needs_rendering(chunk.text) else None,
             rendered_title=plain_text(paper.title) if needs_rendering(paper.title) else None,
+            identity=tuple(identity) if chunk.index == 0 else (),
         )
         meta = record._metadata()
         # where a paper was read from may change without the chunk being touched
@@ -92,11 +103,14 @@ class StoredChunk:
 
     # --- Chroma's shapes: the one place they are read and written ----------------------------
     def to_store(self) -> tuple[str, str, dict[str, Any]]:
-        """Id, document and metadata as Chroma stores them."""
-        return self.chunk_id, self.text, {**self._metadata(), "meta_hash": self.meta_hash}
+        """Id, document and metadata as Chroma stores them. Chroma merges a write's metadata
+        into what the chunk had, so every key this record lacks is sent as None (which deletes
+        it): a venue or DOI dropped from a paper is dropped from the index."""
+        meta = {**dict.fromkeys(_CLEARED), **self._metadata(), "meta_hash": self.meta_hash}
+        return self.chunk_id, self.text, meta
 
     def _metadata(self) -> dict[str, Any]:
-        # no None values: Chroma rejects them
+        # the values a record has (`to_store` adds None for the others)
         meta: dict[str, Any] = {
             "paper_id": self.paper_id,
             "chunk_index": self.index,
@@ -124,13 +138,14 @@ class StoredChunk:
         if self.index == 0:
             meta["paper_hash"] = self.paper_hash
             meta["n_chunks"] = self.n_chunks
+            meta |= identity_metadata(self.identity)
         return meta
 
     @classmethod
     def from_store(
         cls, chunk_id: str, document: str | None, meta: dict[str, Any] | None
     ) -> StoredChunk:
-        meta = meta or {}
+        meta = {key: value for key, value in (meta or {}).items() if value is not None}
         year = meta.get("year")
         values: dict[str, Any] = {
             **{field: int(meta.get(key, 0)) for field, key in _INTS.items()},
@@ -145,6 +160,9 @@ class StoredChunk:
             authors=tuple(_json_list(meta.get("authors"))),
             keywords=tuple(_json_list(meta.get("keywords"))),
             year=year if isinstance(year, int) and not isinstance(year, bool) else None,
+            identity=tuple(
+                f"{kind}:{meta[key]}" for kind, key in IDENTITY_KINDS.items() if meta.get(key)
+            ),
             **values,
         )
 
@@ -160,6 +178,25 @@ _OPTIONAL = {
     "venue": "venue", "decision": "decision", "url": "url", "doi": "doi", "arxiv_id": "arxiv_id",
     "rendered": "plain", "rendered_title": "plain_title",
 }  # fmt: skip
+
+
+IDENTITY_KINDS = {"doi": "key_doi", "arxiv": "key_arxiv", "title": "key_title"}
+"""A paper's keys in every export of it (kind -> metadata key, on its first chunk): the DOI and
+arXiv id in their canonical forms and the title's key (not when the title was made from the
+text). A reference library's record is looked up by them (Chroma ``where``), not by a scan."""
+IDENTITY_LAYOUT = "1"
+"""Bump when the keys' forms change (`ingest.identity`): indexes are then labelled again."""
+# every metadata key a record may lack: sent as None so that a write deletes a stale one
+_CLEARED = (
+    *("plain", "plain_title", "year", "venue", "url", "decision", "doi", "arxiv_id"),
+    *("venue_key", "decision_key", "paper_hash", "n_chunks", *IDENTITY_KINDS.values()),
+)
+
+
+def identity_metadata(identity: Sequence[str]) -> dict[str, str]:
+    """A first chunk's identity keys as metadata (``doi:10.1/x`` -> ``key_doi: 10.1/x``)."""
+    kinds = dict(key.split(":", 1) for key in identity)
+    return {key: kinds[kind] for kind, key in IDENTITY_KINDS.items() if kinds.get(kind)}
 
 
 def _optional(value: Any) -> str | None:

@@ -8,12 +8,13 @@ import gzip
 import json
 import shutil
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from core.models import Paper
+from core.models import IngestReport, Paper
 from core.settings import Settings
 from ingest.identity import clean_arxiv_id, clean_doi, title_key
 from ingest.read import read_paths
@@ -455,3 +456,103 @@ def test_any_json_record_in_any_schema_is_read_or_reported_never_raises(
         result = read_paths([path], forced=schema)
     assert len(result.papers) + len(result.skipped) + len(result.merged) == len(records) + 1
     assert all(p.abstract.strip() for p in result.papers)
+
+
+def test_a_library_import_looks_its_papers_up_and_labels_an_older_index_once(
+    settings: Settings,
+) -> None:
+    """Which indexed paper a library record is gets looked up by its keys (DOI, arXiv id,
+    title) on the papers' first chunks, not by reading the whole index; an index written before
+    the keys were stored is labelled once, then looked up like any other."""
+    from ingest.pipeline import ingest
+    from store.chroma import IDENTITY_KEY, ChunkCollection
+    from store.index import Index
+    from tests.conftest import raw_collection
+
+    ours = settings.data_dir.parent / "ours.jsonl"
+    ours.write_text("\n".join(json.dumps(r) for r in [
+        {"id": "p-doi", "title": "Graph Networks", "doi": "https://doi.org/10.5555/GN.1",
+         "abstract": "We study graph networks."},
+        {"id": "p-arxiv", "title": "Sparse Kernels", "arxiv_id": "arXiv:2101.00002v3",
+         "abstract": "We study sparse kernels."},
+        {"id": "t0123456789abcdef", "title": "{Bandits} With Priors, Revisited",
+         "abstract": "We study bandits with priors."},
+    ] + [{"id": f"other-{i}", "title": f"Another paper number {i}", "abstract": "Filler."}
+         for i in range(20)]))  # fmt: skip
+    ingest([ours], settings)
+    bib = settings.data_dir.parent / "lib.bib"
+    bib.write_text(
+        "@article{a, title={Graph Networks in Print}, doi={10.5555/gn.1},\n"
+        "  abstract={Graph networks, the journal version.}}\n"
+        "@misc{b, title={Sparse Kernels}, eprint={2101.00002}, archivePrefix={arXiv},\n"
+        "  abstract={Sparse kernels, the preprint.}}\n"
+        "@inproceedings{c, title={Bandits with priors: revisited},\n"
+        "  abstract={Bandits with priors, the proceedings version.}}\n"
+        "@article{d, title={A Paper The Index Has Not Seen}, abstract={Something new.}}\n"
+    )
+    expected = {
+        ("p-doi", "DOI 10.5555/gn.1"),
+        ("p-arxiv", "arXiv id 2101.00002"),
+        ("t0123456789abcdef", "title"),
+    }
+
+    def adopted(report: IngestReport) -> set[tuple[str, str]]:
+        found = set()
+        for problem in report.merged:
+            by = problem.reason.split("(by ", 1)[1].split(")", 1)[0]
+            found.add((problem.reason.split("indexed paper '", 1)[1].split("'")[0], by))
+        return found
+
+    heads = ChunkCollection.heads
+    with (
+        mock.patch.object(ChunkCollection, "scan", side_effect=AssertionError("a scan")),
+        mock.patch.object(ChunkCollection, "heads", side_effect=AssertionError("a scan")),
+    ):
+        first = ingest([bib], settings)
+    assert adopted(first) == expected and (first.added, first.papers) == (1, 4)
+    papers = Index(settings).stats().papers
+    assert papers == 23 + 1
+
+    # an index as written before the keys were stored: no labels, no mark
+    collection = raw_collection(settings)
+    heads_ids = collection.get(where={"chunk_index": 0}, include=[])["ids"]
+    blank = {"key_doi": None, "key_arxiv": None, "key_title": None}
+    collection.update(ids=heads_ids, metadatas=[blank] * len(heads_ids))
+    collection.modify(metadata={**(collection.metadata or {}), IDENTITY_KEY: ""})
+    bib.write_text(bib.read_text().replace("the journal version", "the journal version, v2"))
+    with (
+        mock.patch.object(ChunkCollection, "scan", side_effect=AssertionError("a scan")),
+        mock.patch.object(ChunkCollection, "heads", autospec=True, side_effect=heads) as labels,
+    ):
+        again = ingest([bib], settings)  # labels it (one read of the first chunks), then looks up
+        assert labels.call_count == 1
+        assert adopted(again) == expected
+        assert (again.added, again.updated) == (0, 1)
+        third = ingest([bib], settings)
+        assert labels.call_count == 1 and third.added == third.updated == 0
+    assert Index(settings).stats().papers == papers
+
+
+def test_a_field_dropped_from_a_paper_is_dropped_from_the_index(settings: Settings) -> None:
+    """Chroma merges a write's metadata into the old: a venue, DOI or decision a paper no
+    longer has must not survive its update (nor be found by a filter)."""
+    from app.engine.service import QAService
+    from core.models import Filters
+    from ingest.pipeline import ingest
+
+    corpus = settings.data_dir.parent / "c.jsonl"
+    full = {
+        "id": "p1", "title": "Robust Graph Attention", "venue": "ICLR", "decision": "Oral",
+        "doi": "10.5555/rga", "year": 2021, "abstract": "We make graph attention robust.",
+    }  # fmt: skip
+    corpus.write_text(json.dumps(full))
+    ingest([corpus], settings)
+    bare = {k: v for k, v in full.items() if k not in {"venue", "decision", "doi", "year"}}
+    corpus.write_text(json.dumps(bare))
+    assert ingest([corpus], settings).updated == 1
+    service = QAService(settings)
+    paper = service.paper("p1")
+    assert (paper.venue, paper.decision, paper.doi, paper.year) == (None, None, None, None)
+    filtered = service.ask("How is graph attention made robust?", filters=Filters(venues=["ICLR"]))
+    assert filtered.abstained and not filtered.citations
+    assert service.ask("How is graph attention made robust?").citations

@@ -121,15 +121,19 @@ def test_the_stored_record_round_trips_through_chromas_shapes() -> None:
         source="f.jsonl:3",
     )
     chunk = chunker(p)[0]
-    record = StoredChunk.of(p, chunk, 1, CHUNKING)
+    keys = ("doi:10.5555/x", "title:onalphadivergences")
+    record = StoredChunk.of(p, chunk, 1, CHUNKING, keys)
     cid, doc, meta = record.to_store()
     assert (cid, doc) == (chunk_id("x:y", 0), chunk.text) and paper_of(cid) == "x:y"
-    assert all(v is not None for v in meta.values())  # Chroma rejects None
+    # what the record lacks is sent as None: Chroma merges a write into the old metadata
+    assert {k for k, v in meta.items() if v is None} == {"doi", "arxiv_id", "key_arxiv"}
+    assert (meta["key_doi"], meta["key_title"]) == ("10.5555/x", "onalphadivergences")
     back = StoredChunk.from_store(cid, doc, meta)
+    assert back.identity == keys
     assert back == record
     assert back.plain == chunk.plain and "emph" not in back.plain
     assert "alpha" not in back.plain_title and back.authors == ("Ada Lovelace", "Alan Turing")
-    moved = StoredChunk.of(p.model_copy(update={"source": "g.jsonl:9"}), chunk, 1, CHUNKING)
+    moved = StoredChunk.of(p.model_copy(update={"source": "g.jsonl:9"}), chunk, 1, CHUNKING, keys)
     assert moved.meta_hash == record.meta_hash  # where a record was read is no change
 
 
