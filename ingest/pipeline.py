@@ -169,7 +169,8 @@ def ingest(
             papers = read.papers
             if read.keys:  # library records: an indexed paper with one of their keys is theirs
                 wanted = sorted({key for keys in read.keys.values() for key in keys.all()})
-                heads = index.same_papers(chunks, wanted, identity)
+                labelling = partial(progress, "labelling indexed papers (once)")
+                heads = index.same_papers(chunks, wanted, identity, labelling)
                 papers = adopt_ids(read, heads, report.merged)
             # what the diff needs of the index: the papers read, by id
             stored = index.stored(chunks, [paper.paper_id for paper in papers])

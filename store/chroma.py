@@ -280,17 +280,25 @@ class ChunkCollection:
             offset += len(page["ids"])
 
     @_reached
-    def identify(self, identities: Sequence[tuple[str, Sequence[str]]]) -> None:
+    def identify(
+        self,
+        identities: Sequence[tuple[str, Sequence[str]]],
+        progress: Callable[[int, int], None] | None = None,
+    ) -> None:
         """Label first chunks with their papers' identity keys (``(chunk id, keys)``; other
         metadata untouched) and mark the collection as `identified`: done once to a collection
         written before the keys were stored. Neither the text nor anything BM25 reads changes,
-        so this is no write session."""
+        so this is no write session. ``progress(done, total)`` follows it."""
+        done = 0
         for part in self._batches(identities):
             blank = dict.fromkeys(IDENTITY_KINDS.values())
             self._col.update(
                 ids=[cid for cid, _ in part],
                 metadatas=[{**blank, **identity_metadata(keys)} for _, keys in part],
             )
+            done += len(part)
+            if progress is not None:
+                progress(done, len(identities))
         self._set(IDENTITY_KEY, IDENTITY_LAYOUT)
 
     @_reached

@@ -280,13 +280,16 @@ class Index:
         chunks: ChunkCollection,
         keys: Sequence[str],
         identity: Callable[[StoredChunk], Sequence[str]],
+        progress: Callable[[int, int], None] | None = None,
     ) -> list[StoredChunk]:
         """The first chunks (without text) of the indexed papers holding any of these identity
         keys (``doi:...``, ``arxiv:...``, ``title:...``), looked up: a cost that follows the
         keys, not the index. A collection written before the keys were stored is labelled first,
-        once, with ``identity`` of each paper's first chunk (one read of them all)."""
+        once, with ``identity`` of each paper's first chunk (one read of them all and one
+        metadata update each: 13 s at 22k papers; ``progress(done, total)`` follows it)."""
         if not chunks.identified:
-            chunks.identify([(head.chunk_id, identity(head)) for head in chunks.heads()])
+            heads = [(head.chunk_id, identity(head)) for head in chunks.heads()]
+            chunks.identify(heads, progress)
         return chunks.same_as(keys)
 
     def paper(self, paper_id: str) -> Paper | None:

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from unittest import mock
 
@@ -367,27 +370,48 @@ def test_a_record_the_index_cannot_use_is_not_the_one_kept(tmp_path: Path) -> No
     assert [p.paper_id for p in read_paths([tmp_path / "ours.jsonl"]).papers] == ["p2"]
 
 
+def indexed_then_library(settings: Settings, ours: list[dict], library: str) -> Path:
+    """Our records ingested; the BibTeX file of ``library`` (not ingested yet)."""
+    from ingest.pipeline import ingest
+
+    (settings.data_dir.parent / "ours.jsonl").write_text("\n".join(map(json.dumps, ours)))
+    ingest([settings.data_dir.parent / "ours.jsonl"], settings)
+    bib = settings.data_dir.parent / "lib.bib"
+    bib.write_text(library)
+    return bib
+
+
 def test_an_indexed_paper_is_adopted_only_when_nothing_disagrees(settings: Settings) -> None:
     from app.engine.service import QAService
     from ingest.pipeline import ingest
     from store.index import Index
 
-    ours = settings.data_dir.parent / "ours.jsonl"
-    ours.write_text("\n".join(json.dumps(r) for r in [
-        {"id": "p-old", "title": "Deep Learning for Symbolic Mathematics", "decision": "Oral",
-         "doi": "10.5555/conference", "abstract": "The conference paper on symbolic maths."},
-        {"id": "p2", "title": "Second", "doi": "10.5555/second", "arxiv_id": "2101.00002",
-         "abstract": "Second paper, first version."},
-    ]))  # fmt: skip
-    ingest([ours], settings)
-    bib = settings.data_dir.parent / "lib.bib"
-    bib.write_text(
-        "@article{j, title={Deep Learning for Symbolic Mathematics}, doi={10.5555/journal},\n"
-        "  abstract={A journal paper with the title of another paper.}}\n"
-        "@article{d, title={Published Title Of The Second Paper}, doi={10.5555/second},\n"
-        "  abstract={Second paper, published version.}}\n"
-        "@misc{a, title={Preprint Title Of The Second Paper}, eprint={2101.00002},\n"
-        "  abstract={Second paper, preprint version.}}\n"
+    bib = indexed_then_library(
+        settings,
+        [
+            {
+                "id": "p-old",
+                "title": "Deep Learning for Symbolic Mathematics",
+                "decision": "Oral",
+                "doi": "10.5555/conference",
+                "abstract": "The conference paper on symbolic maths.",
+            },
+            {
+                "id": "p2",
+                "title": "Second",
+                "doi": "10.5555/second",
+                "arxiv_id": "2101.00002",
+                "abstract": "Second paper, first version.",
+            },
+        ],
+        (
+            "@article{j, title={Deep Learning for Symbolic Mathematics}, doi={10.5555/journal},\n"
+            "  abstract={A journal paper with the title of another paper.}}\n"
+            "@article{d, title={Published Title Of The Second Paper}, doi={10.5555/second},\n"
+            "  abstract={Second paper, published version.}}\n"
+            "@misc{a, title={Preprint Title Of The Second Paper}, eprint={2101.00002},\n"
+            "  abstract={Second paper, preprint version.}}\n"
+        ),
     )
     report = ingest([bib], settings)
     reasons = [p.reason for p in report.merged]
@@ -469,26 +493,40 @@ def test_a_library_import_looks_its_papers_up_and_labels_an_older_index_once(
     from store.index import Index
     from tests.conftest import raw_collection
 
-    ours = settings.data_dir.parent / "ours.jsonl"
-    ours.write_text("\n".join(json.dumps(r) for r in [
-        {"id": "p-doi", "title": "Graph Networks", "doi": "https://doi.org/10.5555/GN.1",
-         "abstract": "We study graph networks."},
-        {"id": "p-arxiv", "title": "Sparse Kernels", "arxiv_id": "arXiv:2101.00002v3",
-         "abstract": "We study sparse kernels."},
-        {"id": "t0123456789abcdef", "title": "{Bandits} With Priors, Revisited",
-         "abstract": "We study bandits with priors."},
-    ] + [{"id": f"other-{i}", "title": f"Another paper number {i}", "abstract": "Filler."}
-         for i in range(20)]))  # fmt: skip
-    ingest([ours], settings)
-    bib = settings.data_dir.parent / "lib.bib"
-    bib.write_text(
-        "@article{a, title={Graph Networks in Print}, doi={10.5555/gn.1},\n"
-        "  abstract={Graph networks, the journal version.}}\n"
-        "@misc{b, title={Sparse Kernels}, eprint={2101.00002}, archivePrefix={arXiv},\n"
-        "  abstract={Sparse kernels, the preprint.}}\n"
-        "@inproceedings{c, title={Bandits with priors: revisited},\n"
-        "  abstract={Bandits with priors, the proceedings version.}}\n"
-        "@article{d, title={A Paper The Index Has Not Seen}, abstract={Something new.}}\n"
+    bib = indexed_then_library(
+        settings,
+        [
+            {
+                "id": "p-doi",
+                "title": "Graph Networks",
+                "doi": "https://doi.org/10.5555/GN.1",
+                "abstract": "We study graph networks.",
+            },
+            {
+                "id": "p-arxiv",
+                "title": "Sparse Kernels",
+                "arxiv_id": "arXiv:2101.00002v3",
+                "abstract": "We study sparse kernels.",
+            },
+            {
+                "id": "t0123456789abcdef",
+                "title": "{Bandits} With Priors, Revisited",
+                "abstract": "We study bandits with priors.",
+            },
+        ]
+        + [
+            {"id": f"other-{i}", "title": f"Another paper number {i}", "abstract": "Filler."}
+            for i in range(20)
+        ],
+        (
+            "@article{a, title={Graph Networks in Print}, doi={10.5555/gn.1},\n"
+            "  abstract={Graph networks, the journal version.}}\n"
+            "@misc{b, title={Sparse Kernels}, eprint={2101.00002}, archivePrefix={arXiv},\n"
+            "  abstract={Sparse kernels, the preprint.}}\n"
+            "@inproceedings{c, title={Bandits with priors: revisited},\n"
+            "  abstract={Bandits with priors, the proceedings version.}}\n"
+            "@article{d, title={A Paper The Index Has Not Seen}, abstract={Something new.}}\n"
+        ),
     )
     expected = {
         ("p-doi", "DOI 10.5555/gn.1"),
@@ -524,8 +562,11 @@ def test_a_library_import_looks_its_papers_up_and_labels_an_older_index_once(
         mock.patch.object(ChunkCollection, "scan", side_effect=AssertionError("a scan")),
         mock.patch.object(ChunkCollection, "heads", autospec=True, side_effect=heads) as labels,
     ):
-        again = ingest([bib], settings)  # labels it (one read of the first chunks), then looks up
+        seen: list[tuple[str, int, int]] = []
+        # labels it (one read of the first chunks, the progress shown), then looks up
+        again = ingest([bib], settings, progress=lambda *step: seen.append(step))
         assert labels.call_count == 1
+        assert ("labelling indexed papers (once)", papers, papers) in seen
         assert adopted(again) == expected
         assert (again.added, again.updated) == (0, 1)
         third = ingest([bib], settings)
@@ -556,3 +597,93 @@ def test_a_field_dropped_from_a_paper_is_dropped_from_the_index(settings: Settin
     filtered = service.ask("How is graph attention made robust?", filters=Filters(venues=["ICLR"]))
     assert filtered.abstained and not filtered.citations
     assert service.ask("How is graph attention made robust?").citations
+
+
+LABEL_KILLER = """
+import os, signal, sys
+import store.chroma as chroma
+from core.settings import get_settings
+from ingest.pipeline import ingest
+
+at, calls = int(sys.argv[1]), []
+labels, mark = chroma.identity_metadata, chroma.ChunkCollection._set
+chroma.ChunkCollection._batches = lambda self, items: (
+    items[i : i + 10] for i in range(0, len(items), 10)
+)
+
+def counted(fn):
+    def run(*args):
+        calls.append(fn.__name__)
+        if len(calls) == at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return fn(*args)
+    return run
+
+chroma.identity_metadata = counted(labels)  # once a paper, before its batch is written
+chroma.ChunkCollection._set = counted(mark)  # the collection marked as labelled
+ingest([sys.argv[2]], get_settings())
+print(len(calls))
+"""
+
+
+@pytest.mark.slow
+def test_a_kill_while_an_older_index_is_labelled_leaves_it_to_be_labelled_again(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """Labelling an older index is not one transaction: killed at any batch (or before the
+    collection is marked), the index opens, and the next library import labels it again and
+    finds every paper it holds."""
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    from ingest.pipeline import ingest
+    from store.chroma import IDENTITY_KEY
+    from store.index import Index
+    from tests.conftest import bm25_ids, chroma_ids, raw_collection
+
+    rows = [
+        {"id": f"p{i}", "title": f"Paper number {i} of the lab", "doi": f"10.5555/lab.{i}",
+         "abstract": f"We report finding number {i}."}
+        for i in range(25)
+    ]  # fmt: skip
+    (tmp_path / "ours.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    ingest([tmp_path / "ours.jsonl"], settings)
+    collection = raw_collection(settings)
+    ids = collection.get(where={"chunk_index": 0}, include=[])["ids"]
+    blank = {"key_doi": None, "key_arxiv": None, "key_title": None}
+    collection.update(ids=ids, metadatas=[blank] * len(ids))
+    collection.modify(metadata={**(collection.metadata or {}), IDENTITY_KEY: ""})
+    bib = tmp_path / "lib.bib"
+    bib.write_text("".join(
+        f"@article{{k{r['id']}, title={{{r['title']}}}, doi={{{r['doi']}}},\n"
+        f"  abstract={{{r['abstract']}}}}}\n"
+        for r in rows
+    ))  # fmt: skip
+    pristine = tmp_path / "pristine"
+    SharedSystemClient.clear_system_cache()
+    shutil.copytree(settings.data_dir, pristine)
+    env = {**os.environ, "AQA_DATA_DIR": str(settings.data_dir), "HF_HUB_OFFLINE": "1"}
+
+    def child(at: int) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", LABEL_KILLER, str(at), str(bib)],
+            env=env, cwd=ROOT, capture_output=True, text=True,
+        )  # fmt: skip
+
+    whole = child(0)
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    # 25 papers in three batches, the mark, then the ingest's write (its two generation marks)
+    assert int(whole.stdout) == 25 + 1 + 2
+    for at in (1, 11, 12, 21, 26):
+        SharedSystemClient.clear_system_cache()
+        shutil.rmtree(settings.data_dir)
+        shutil.copytree(pristine, settings.data_dir)
+        assert child(at).returncode == -9, f"call {at}: not killed"
+        SharedSystemClient.clear_system_cache()  # open the index as a new process would
+        assert bm25_ids(settings) == chroma_ids(settings), at
+        again = ingest([bib], settings)
+        assert (len(again.merged), again.added) == (25, 0), at  # every paper found by its DOI
+        assert Index(settings).stats().papers == 25, at
+        heads = raw_collection(settings).get(where={"chunk_index": 0}, include=["metadatas"])
+        assert sorted(str(m["key_doi"]) for m in heads["metadatas"] or []) == sorted(
+            r["doi"] for r in rows
+        ), at
