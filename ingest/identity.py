@@ -248,33 +248,35 @@ class Indexed:
     arxiv_id: str | None
 
 
-def adopted(keys: Keys, known: Mapping[str, Indexed]) -> tuple[Indexed, str] | None:
+def adopted(keys: Keys, known: Mapping[str, Sequence[Indexed]]) -> tuple[Indexed, str] | None:
     """The indexed paper a record is (``known`` maps ``doi:...``, ``arxiv:...`` and
-    ``title:...`` keys to indexed papers), with the key that says so: never one with another
-    DOI or arXiv id, and by title only one whose id was derived, not given by a corpus."""
+    ``title:...`` keys to the indexed papers holding them), with the key that says so: never
+    one with another DOI or arXiv id, and by title only one whose id was derived, not given by
+    a corpus. Of several papers with a key, the first (by id) that may be it."""
     for key in keys.all():
-        paper = known.get(key)
-        if paper is None:
-            continue
-        if (keys.doi and paper.doi and keys.doi != paper.doi) or (
-            keys.arxiv_id and paper.arxiv_id and keys.arxiv_id != paper.arxiv_id
-        ):
-            continue
-        if key.startswith("title:") and not is_derived(paper.paper_id):
-            continue
-        return paper, key
+        for paper in known.get(key, ()):
+            if (keys.doi and paper.doi and keys.doi != paper.doi) or (
+                keys.arxiv_id and paper.arxiv_id and keys.arxiv_id != paper.arxiv_id
+            ):
+                continue
+            if key.startswith("title:") and not is_derived(paper.paper_id):
+                continue
+            return paper, key
     return None
 
 
 def known_keys(
     heads: Iterable[tuple[str, str | None, str | None, str | None]],
-) -> dict[str, Indexed]:
+) -> dict[str, list[Indexed]]:
     """``(paper_id, doi, arxiv_id, title)`` of indexed papers (title None when it was derived
-    from the text) to the keys `adopted` looks up; the first paper keeps a shared key."""
-    known: dict[str, Indexed] = {}
+    from the text) to the keys `adopted` looks up, each key's papers in the order of their ids
+    (whatever order the index gave them in)."""
+    known: dict[str, list[Indexed]] = {}
     for paper_id, doi, arxiv_id, title in heads:
         keys = Keys.of(doi, arxiv_id, title)
         paper = Indexed(paper_id, keys.doi, keys.arxiv_id)
         for key in keys.all():
-            known.setdefault(key, paper)
+            known.setdefault(key, []).append(paper)
+    for papers in known.values():
+        papers.sort(key=lambda paper: paper.paper_id)
     return known

@@ -161,10 +161,21 @@ class ChunkCollection:
     def identified(self) -> bool:
         """Whether every paper's first chunk carries its identity keys in today's forms (a
         collection written before they were stored has not: see `identify`)."""
-        return (self._col.metadata or {}).get(IDENTITY_KEY) == IDENTITY_LAYOUT
+        return self._metadata_now().get(IDENTITY_KEY) == IDENTITY_LAYOUT
+
+    def generation_now(self) -> str:
+        """`generation` as the collection has it now, not as it was when this was opened."""
+        return str(self._metadata_now().get(GENERATION_KEY, ""))
+
+    @_reached
+    def _metadata_now(self) -> dict[str, Any]:
+        col = self.client.get_collection(self._col.name, embedding_function=None)
+        return dict(col.metadata or {})
 
     def _set(self, key: str, value: str) -> None:
-        meta = dict(self._col.metadata or {})
+        """One key of the collection's metadata (`modify` replaces it all: the rest is read
+        just before, so what another process set since this was opened is kept)."""
+        meta = self._metadata_now()
         meta[key] = value
         self._col.modify(metadata=meta)
 
@@ -286,9 +297,9 @@ class ChunkCollection:
         progress: Callable[[int, int], None] | None = None,
     ) -> None:
         """Label first chunks with their papers' identity keys (``(chunk id, keys)``; other
-        metadata untouched) and mark the collection as `identified`: done once to a collection
-        written before the keys were stored. Neither the text nor anything BM25 reads changes,
-        so this is no write session. ``progress(done, total)`` follows it."""
+        metadata untouched): done once to a collection written before the keys were stored,
+        then `mark_identified`. Neither the text nor anything BM25 reads changes, so this is no
+        write session. ``progress(done, total)`` follows it."""
         done = 0
         for part in self._batches(identities):
             blank = dict.fromkeys(IDENTITY_KINDS.values())
@@ -299,6 +310,8 @@ class ChunkCollection:
             done += len(part)
             if progress is not None:
                 progress(done, len(identities))
+
+    def mark_identified(self) -> None:
         self._set(IDENTITY_KEY, IDENTITY_LAYOUT)
 
     @_reached

@@ -286,10 +286,15 @@ class Index:
         keys (``doi:...``, ``arxiv:...``, ``title:...``), looked up: a cost that follows the
         keys, not the index. A collection written before the keys were stored is labelled first,
         once, with ``identity`` of each paper's first chunk (one read of them all and one
-        metadata update each: 13 s at 22k papers; ``progress(done, total)`` follows it)."""
+        metadata update each: 13 s at 22k papers; ``progress(done, total)`` follows it). It is
+        marked as labelled only if no write ran meanwhile (a paper it changed may have been
+        given keys read before): else it is labelled again at the next lookup."""
         if not chunks.identified:
+            before = chunks.generation_now()
             heads = [(head.chunk_id, identity(head)) for head in chunks.heads()]
             chunks.identify(heads, progress)
+            if chunks.generation_now() == before and not is_writing(before):
+                chunks.mark_identified()
         return chunks.same_as(keys)
 
     def paper(self, paper_id: str) -> Paper | None:

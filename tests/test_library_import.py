@@ -370,6 +370,18 @@ def test_a_record_the_index_cannot_use_is_not_the_one_kept(tmp_path: Path) -> No
     assert [p.paper_id for p in read_paths([tmp_path / "ours.jsonl"]).papers] == ["p2"]
 
 
+def unlabel(settings: Settings) -> None:
+    """The index as written before each paper stored its identity keys: none, and no mark."""
+    from store.chroma import IDENTITY_KEY
+    from tests.conftest import raw_collection
+
+    collection = raw_collection(settings)
+    heads = collection.get(where={"chunk_index": 0}, include=[])["ids"]
+    blank = {"key_doi": None, "key_arxiv": None, "key_title": None}
+    collection.update(ids=heads, metadatas=[blank] * len(heads))
+    collection.modify(metadata={**(collection.metadata or {}), IDENTITY_KEY: ""})
+
+
 def indexed_then_library(settings: Settings, ours: list[dict], library: str) -> Path:
     """Our records ingested; the BibTeX file of ``library`` (not ingested yet)."""
     from ingest.pipeline import ingest
@@ -489,9 +501,8 @@ def test_a_library_import_looks_its_papers_up_and_labels_an_older_index_once(
     title) on the papers' first chunks, not by reading the whole index; an index written before
     the keys were stored is labelled once, then looked up like any other."""
     from ingest.pipeline import ingest
-    from store.chroma import IDENTITY_KEY, ChunkCollection
+    from store.chroma import ChunkCollection
     from store.index import Index
-    from tests.conftest import raw_collection
 
     bib = indexed_then_library(
         settings,
@@ -513,6 +524,12 @@ def test_a_library_import_looks_its_papers_up_and_labels_an_older_index_once(
                 "title": "{Bandits} With Priors, Revisited",
                 "abstract": "We study bandits with priors.",
             },
+            {  # the same title, written later, under an id of ours: not a library's paper
+                "id": "p-bandits",
+                "title": "Bandits with Priors Revisited",
+                "doi": "10.5555/bandits-journal",
+                "abstract": "Bandits with priors, in a journal.",
+            },
         ]
         + [
             {"id": f"other-{i}", "title": f"Another paper number {i}", "abstract": "Filler."}
@@ -526,12 +543,15 @@ def test_a_library_import_looks_its_papers_up_and_labels_an_older_index_once(
             "@inproceedings{c, title={Bandits with priors: revisited},\n"
             "  abstract={Bandits with priors, the proceedings version.}}\n"
             "@article{d, title={A Paper The Index Has Not Seen}, abstract={Something new.}}\n"
+            "@article{e, title={Bandit Priors in a Journal}, doi={10.5555/bandits-journal},\n"
+            "  abstract={Bandits with priors, the journal article.}}\n"
         ),
     )
     expected = {
         ("p-doi", "DOI 10.5555/gn.1"),
         ("p-arxiv", "arXiv id 2101.00002"),
         ("t0123456789abcdef", "title"),
+        ("p-bandits", "DOI 10.5555/bandits-journal"),
     }
 
     def adopted(report: IngestReport) -> set[tuple[str, str]]:
@@ -545,18 +565,14 @@ def test_a_library_import_looks_its_papers_up_and_labels_an_older_index_once(
     with (
         mock.patch.object(ChunkCollection, "scan", side_effect=AssertionError("a scan")),
         mock.patch.object(ChunkCollection, "heads", side_effect=AssertionError("a scan")),
+        mock.patch("store.chroma._PAPERS_PER_GET", 1),  # a key a lookup: any order of papers
     ):
         first = ingest([bib], settings)
-    assert adopted(first) == expected and (first.added, first.papers) == (1, 4)
+    assert adopted(first) == expected and (first.added, first.papers) == (1, 5)
     papers = Index(settings).stats().papers
-    assert papers == 23 + 1
+    assert papers == 24 + 1
 
-    # an index as written before the keys were stored: no labels, no mark
-    collection = raw_collection(settings)
-    heads_ids = collection.get(where={"chunk_index": 0}, include=[])["ids"]
-    blank = {"key_doi": None, "key_arxiv": None, "key_title": None}
-    collection.update(ids=heads_ids, metadatas=[blank] * len(heads_ids))
-    collection.modify(metadata={**(collection.metadata or {}), IDENTITY_KEY: ""})
+    unlabel(settings)  # an index as written before the keys were stored
     bib.write_text(bib.read_text().replace("the journal version", "the journal version, v2"))
     with (
         mock.patch.object(ChunkCollection, "scan", side_effect=AssertionError("a scan")),
@@ -578,8 +594,9 @@ def test_a_field_dropped_from_a_paper_is_dropped_from_the_index(settings: Settin
     """Chroma merges a write's metadata into the old: a venue, DOI or decision a paper no
     longer has must not survive its update (nor be found by a filter)."""
     from app.engine.service import QAService
-    from core.models import Filters
+    from core.models import Filters, chunk_id
     from ingest.pipeline import ingest
+    from tests.conftest import raw_collection
 
     corpus = settings.data_dir.parent / "c.jsonl"
     full = {
@@ -594,6 +611,9 @@ def test_a_field_dropped_from_a_paper_is_dropped_from_the_index(settings: Settin
     service = QAService(settings)
     paper = service.paper("p1")
     assert (paper.venue, paper.decision, paper.doi, paper.year) == (None, None, None, None)
+    got = raw_collection(settings).get(ids=[chunk_id("p1", 0)], include=["metadatas"])
+    stored = (got["metadatas"] or [{}])[0]
+    assert stored["title"] and not {"venue", "venue_key", "doi", "key_doi", "year"} & set(stored)
     filtered = service.ask("How is graph attention made robust?", filters=Filters(venues=["ICLR"]))
     assert filtered.abstained and not filtered.citations
     assert service.ask("How is graph attention made robust?").citations
@@ -636,7 +656,6 @@ def test_a_kill_while_an_older_index_is_labelled_leaves_it_to_be_labelled_again(
     from chromadb.api.shared_system_client import SharedSystemClient
 
     from ingest.pipeline import ingest
-    from store.chroma import IDENTITY_KEY
     from store.index import Index
     from tests.conftest import bm25_ids, chroma_ids, raw_collection
 
@@ -647,11 +666,7 @@ def test_a_kill_while_an_older_index_is_labelled_leaves_it_to_be_labelled_again(
     ]  # fmt: skip
     (tmp_path / "ours.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
     ingest([tmp_path / "ours.jsonl"], settings)
-    collection = raw_collection(settings)
-    ids = collection.get(where={"chunk_index": 0}, include=[])["ids"]
-    blank = {"key_doi": None, "key_arxiv": None, "key_title": None}
-    collection.update(ids=ids, metadatas=[blank] * len(ids))
-    collection.modify(metadata={**(collection.metadata or {}), IDENTITY_KEY: ""})
+    unlabel(settings)
     bib = tmp_path / "lib.bib"
     bib.write_text("".join(
         f"@article{{k{r['id']}, title={{{r['title']}}}, doi={{{r['doi']}}},\n"
@@ -687,3 +702,37 @@ def test_a_kill_while_an_older_index_is_labelled_leaves_it_to_be_labelled_again(
         assert sorted(str(m["key_doi"]) for m in heads["metadatas"] or []) == sorted(
             r["doi"] for r in rows
         ), at
+
+
+def test_labelling_that_a_write_overlaps_is_done_again(settings: Settings, tmp_path: Path) -> None:
+    """Labelling an older index is no write session: when another write ends while it runs
+    (it may have changed a paper whose keys were read before), the index is not marked as
+    labelled, and the next library import labels it again."""
+    from ingest.pipeline import ingest
+    from store.chroma import ChunkCollection
+    from store.index import Index
+
+    bib = indexed_then_library(
+        settings,
+        [{"id": "p1", "title": "Graph Networks", "doi": "10.5555/gn", "abstract": "Graphs."}],
+        "@article{a, title={Graph Networks}, doi={10.5555/gn}, abstract={Graphs, revised.}}\n",
+    )
+    unlabel(settings)
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"id": "p2", "title": "Another", "abstract": "Another one."}))
+    identify = ChunkCollection.identify
+
+    def overlapped(self: ChunkCollection, *args: object, **kwargs: object) -> None:
+        identify(self, *args, **kwargs)  # type: ignore[arg-type]
+        ingest([other], settings)  # another writer, meanwhile
+
+    with mock.patch.object(ChunkCollection, "identify", overlapped):
+        first = ingest([bib], settings)
+    assert [p.reason for p in first.merged] == [
+        "same paper (by DOI 10.5555/gn) as indexed paper 'p1'; updated it"
+    ]
+    chunks = Index(settings).chunks()
+    assert chunks is not None and not chunks.identified
+    second = ingest([bib], settings)
+    assert len(second.merged) == 1 and second.added == second.updated == 0
+    assert chunks.identified and Index(settings).stats().papers == 2
