@@ -149,6 +149,11 @@ class Embedder:
         """Whether the model is in memory (a remote one always is)."""
         return not isinstance(self.model, LocalEmbeddings) or self.model.loaded
 
+    def load(self) -> None:
+        """Bring the model into memory now (a remote one needs nothing)."""
+        if isinstance(self.model, LocalEmbeddings):
+            _ = self.model.model
+
     def forget_queries(self) -> None:
         """Empty the query cache (benchmarks time cold queries)."""
         with self._lock:

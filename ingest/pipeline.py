@@ -311,7 +311,7 @@ def _write(
     todo_embed = sorted(todo.embed, key=lambda pair: -len(pair[1]))
     if todo_embed and not embedder.loaded:  # once per process: a running server has it
         with clock("model"):
-            embedder.embed_documents(["load the model"])
+            embedder.load()
     for start in range(0, len(todo_embed), ROUND):
         batch = todo_embed[start : start + ROUND]
         with clock("embed"):

@@ -241,22 +241,21 @@ class Index:
         chunks.set_generation(generation)
         self.merge()
 
-    def merge(self) -> bool:
+    def merge(self) -> None:
         """Merge the saved segments when they have grown many or hold many deleted rows (see
-        `Manifest.merging`); whether it did. The rows and the generation stay the same, so a
+        `Manifest.merging`). The rows and the generation stay the same, so a
         kill at any point leaves either manifest whole and current."""
         root = self._bm25_root()
         saved = Manifest.load(root)
         start = None if saved is None else saved[0].merging()
         if saved is None or start is None:
-            return False
+            return
         manifest = saved[0]
         parts = manifest.parts[start:]
         merged = Segment.merge([(Segment.load(root, p.name), p.keep()) for p in parts])
         merged.save(root)
         kept = manifest.parts[:start] + ((Part(merged.name, len(merged)),) if len(merged) else ())
         Manifest(manifest.generation, kept).save(root)
-        return True
 
     def drop(self) -> None:
         """Delete the collection and its BM25 index (for --rebuild)."""
@@ -264,15 +263,11 @@ class Index:
         shutil.rmtree(self._bm25_root(), ignore_errors=True)
 
     # --- what the index holds ----------------------------------------------------------------
-    def stored(
-        self, chunks: ChunkCollection, paper_ids: Sequence[str] | None = None
-    ) -> dict[str, StoredChunk]:
-        """Chunk records without their text, by id (what a re-ingest compares): every chunk's,
-        or only those of ``paper_ids``, looked up by id (a few papers into a large index cost
-        what they are, not what the index is: 0.15 ms a paper, where a scan of the 22k index
-        takes 3.6 s; docs/benchmarks.md, "Incremental ingest")."""
-        if paper_ids is None:
-            return {record.chunk_id: record for record, _ in chunks.scan()}
+    def stored(self, chunks: ChunkCollection, paper_ids: Sequence[str]) -> dict[str, StoredChunk]:
+        """The chunk records of ``paper_ids`` without their text, by id (what a re-ingest
+        compares), looked up by id: a few papers into a large index cost what they are, not
+        what the index is (0.15 ms a paper, where a scan of the 22k index takes 3.6 s;
+        docs/benchmarks.md, "Incremental ingest")."""
         return chunks.of_papers(paper_ids)
 
     def same_papers(

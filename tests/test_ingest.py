@@ -234,7 +234,7 @@ def test_questions_during_a_write_are_served_the_last_snapshot_and_nothing_stale
     # from the snapshot it has, and rebuilds one in the background, unsaved
     chunks = writer.chunks(spec)
     assert chunks is not None
-    record = next(r for r in writer.stored(chunks).values() if r.paper_id == "s0")
+    record = next(iter(writer.stored(chunks, ["s0"]).values()))
     saved = writer.saved_bm25()
     assert saved is not None
     with pytest.raises(RuntimeError, match="interrupted"), writer.write(chunks) as session:
