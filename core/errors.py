@@ -93,6 +93,13 @@ class ConfigError(AQAError):
     exit_code = 9
 
 
+class ModelFileError(ConfigError):
+    """A model file the package ships (the answer selector) is missing or unreadable."""
+
+    def __init__(self, path: object, why: str, rebuild: str) -> None:
+        super().__init__(f"The model file {path}: {why}. Rebuild it with `{rebuild}`.")
+
+
 ERRORS: tuple[type[AQAError], ...] = (
     InputError,
     PaperNotFoundError,

@@ -509,3 +509,23 @@ class EvalQuestion(BaseModel):
         "(then set it to false). Answered and listed for review.",
     )
     origin: Origin | None = Field(default=None, description="Set for questions from feedback.")
+
+
+class Evidence(BaseModel):
+    """Where a training question's fact is stated: a sentence of a gold paper's abstract."""
+
+    model_config = {"extra": "forbid"}
+
+    paper: str
+    sentence: str = Field(min_length=1, description="As the answerer cuts the abstract.")
+
+
+class TrainQuestion(EvalQuestion):
+    """One line of an annotated training question file (data/train/README.md): a question of
+    the eval format, and for each fact the sentence that states it."""
+
+    evidence: list[Evidence] = Field(
+        default_factory=list, description="A sentence for each fact (for a listing, each paper)."
+    )
+    asked: str | None = Field(default=None, description="The detail a not-stated question asks.")
+    batch: str | None = Field(default=None, description="The annotator's packet it came from.")

@@ -25,6 +25,7 @@ once by a Chroma server's own dense search) while a fresh one is built once, in 
 
 from __future__ import annotations
 
+import re
 import shutil
 import threading
 import uuid
@@ -34,9 +35,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from core.errors import EmptyIndexError, IndexNotFoundError
 from core.models import IndexStats, ModelSpec, Paper
 from core.settings import Settings
+from core.tokens import words
 from store.bm25 import BM25Index
 from store.chroma import (
     ChunkCollection,
@@ -68,6 +72,40 @@ class Snapshot:
     every write. An embedded collection's does not see another process's writes (its HNSW index
     is loaded once per process; measured with chromadb 1.5): a question then ranks by meaning
     over the snapshot's own vectors, exactly."""
+
+    def unmentioned(self, names: Sequence[str]) -> list[str]:
+        """The names no indexed abstract or title mentions in any spelling the index knows:
+        case, hyphens and spaces aside ("Quokka-SGD", "quokka sgd" and "QuokkaSGD" are one
+        name), a plural "s" aside. The chunks holding each spelling's search words are read
+        and compared whole, so a name whose words all occur apart ("Vela" ... "Net") is still
+        unmentioned."""
+        missing = []
+        for name in names:
+            key = compact(name)
+            if len(key) < 3:
+                continue
+            rows: set[int] = set()
+            for spelling in {name, _UNCAMEL.sub(" ", name), key}:  # DecDTW, Dec DTW, decdtw
+                terms = words([spelling])[0]
+                if terms and all(self.bm25.df(t) for t in terms):
+                    rows.update(np.flatnonzero(self.bm25.holding_all(terms)).tolist())
+            if len(rows) > MENTION_READS:
+                continue  # words this common together: a name the corpus uses
+            found = self.chunks.get([self.bm25.chunk_ids[r] for r in sorted(rows)]).values()
+            keys = {key, key.removesuffix("s")}
+            if not any(k in compact(f"{c.title} {c.text}") for c in found for k in keys):
+                missing.append(name)
+        return missing
+
+
+def compact(text: str) -> str:
+    """Text without case, spaces, hyphens or punctuation: how a name is compared."""
+    return _NOT_ALNUM.sub("", text.casefold())
+
+
+_NOT_ALNUM = re.compile(r"[\W_]+")
+_UNCAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Za-z])(?=\d)|-")
+MENTION_READS = 200  # chunks read to check one name's spelling; past this it counts as mentioned
 
 
 @dataclass

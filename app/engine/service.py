@@ -22,12 +22,20 @@ from app.providers.base import History
 from app.providers.wording import (
     CANNOT_ANSWER,
     check_citations,
+    is_not_mentioned,
     is_not_stated,
     is_refusal,
+    not_mentioned,
     subject,
 )
 from app.query.filters import parse_filters
-from app.query.question import comparison_sides, count_topic, is_count, is_listing, names
+from app.query.question import (
+    comparison_sides,
+    count_topic,
+    is_count,
+    is_listing,
+    named_things,
+)
 from app.query.record import Query
 from core.errors import EmptyIndexError, IndexNotFoundError, InputError, PaperNotFoundError
 from core.models import Answer, Feedback, FeedbackRecord, Filters, Mode, Paper, Source, Usage
@@ -137,9 +145,13 @@ class QAService:
         timings["retrieve"] = time.perf_counter() - t
         t = time.perf_counter()
         threshold, relevant = self._relevant(query, sources, at)
+        missing = at.unmentioned(named_things(query.text))
+        if missing:  # "the Quokka-SGD optimizer": said so, the closest papers kept as sources
+            relevant = []
         reply = self.provider.generate(query, relevant) if relevant else None
+        refusal = not_mentioned(missing[0]) if missing else CANNOT_ANSWER
         pieces: list[str] = []
-        for piece in reply if reply is not None else [CANNOT_ANSWER]:
+        for piece in reply if reply is not None else [refusal]:
             pieces.append(piece)
             yield piece
         timings["generate"] = time.perf_counter() - t
@@ -244,14 +256,11 @@ class QAService:
         self, query: Query, sources: list[Source], at: Snapshot
     ) -> tuple[float, list[Source]]:
         """The relevance threshold for this index, and the sources at or above it (each
-        source's relevance is recorded on it). None are relevant to a question about a name no
-        abstract holds ("the XYZZY-3 optimizer"), whatever papers happen to be closest."""
+        source's relevance is recorded on it)."""
         threshold = relevance_threshold(len(at.bm25.chunk_ids), self.settings.min_relevance)
         typical = typicality(query, at.bm25.centroid)
         for source in sources:
             source.relevance = round(relevance(source, typical), 4)
-        if at.bm25.unseen(sorted(names(query.text))):
-            return threshold, []
         return threshold, [s for s in sources if s.relevance >= threshold]
 
     def _answer(
@@ -266,10 +275,11 @@ class QAService:
         when it refused or cited nothing (refusing beats an unsupported answer)."""
         checked = check_citations(text, sources) if text and not is_refusal(text) else None
         cited = checked is not None and bool(checked.citations)
+        refusal = text if is_not_mentioned(text) else CANNOT_ANSWER
         return Answer(
             question=query.question,
             standalone_question=query.standalone,
-            answer=checked.text if checked is not None and cited else CANNOT_ANSWER,
+            answer=checked.text if checked is not None and cited else refusal,
             # "the abstract of X [1] does not state ...": cited, and yet no answer
             abstained=not cited or is_not_stated(checked.text if checked is not None else ""),
             citations=checked.citations if checked is not None else [],

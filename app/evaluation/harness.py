@@ -135,8 +135,11 @@ class EvalReport(BaseModel):
     )
 
 
-def load_questions(path: Path, known_ids: set[str] | None = None) -> list[EvalQuestion]:
-    """Parse and check a question file; every problem is reported as file:line."""
+def load_questions(
+    path: Path, known_ids: set[str] | None = None, model: type[EvalQuestion] = EvalQuestion
+) -> list[EvalQuestion]:
+    """Parse and check a question file (of ``model``'s lines); every problem is reported as
+    file:line."""
     problems: list[str] = []
     questions: list[EvalQuestion] = []
     try:
@@ -148,7 +151,7 @@ def load_questions(path: Path, known_ids: set[str] | None = None) -> list[EvalQu
         if not line.strip():
             continue
         try:
-            q = EvalQuestion.model_validate_json(line)
+            q = model.model_validate_json(line)
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(str(p) for p in err["loc"]) or "record"

@@ -14,8 +14,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TimeRemainingColumn
 from rich.table import Table
 
+from app.providers.wording import is_not_mentioned
 from core.errors import AQAError, InputError
-from core.models import MODES, Answer, Filters, IndexStats, IngestReport, Rating
+from core.models import (
+    MODES,
+    Answer,
+    Filters,
+    IndexStats,
+    IngestReport,
+    Rating,
+    TrainQuestion,
+)
 from core.settings import Settings, get_settings
 from ingest.schemas import LABELS
 
@@ -239,7 +248,10 @@ def _print_answer(answer: Answer, already_streamed: bool) -> None:
         out.print(f"Filters: {answer.filters_applied}", highlight=False)
     shown = answer.cited_sources
     if answer.abstained and answer.sources:
-        out.print("Closest passages (not relevant enough to answer):")
+        if is_not_mentioned(answer.answer):
+            out.print("Related papers (none mentions it):")
+        else:
+            out.print("Closest passages (not relevant enough to answer):")
         shown = answer.sources[:3]
     for source in shown:
         meta = ", ".join(str(x) for x in (source.venue, source.year) if x)
@@ -305,7 +317,7 @@ def eval_command(
     )
 
     settings = get_settings()
-    qs = load_questions(questions, known_paper_ids(settings))
+    qs = load_questions(questions, known_paper_ids(settings), TrainQuestion)  # a superset
     variants: list[tuple[str, dict[str, object], str]] = [("default", {}, "hybrid")]
     variants += [parse_variant(spec) for spec in compare or []]
     reports = []
@@ -335,6 +347,67 @@ def eval_command(
     from app.evaluation.harness import markdown
 
     out.print(markdown(reports), markup=False, highlight=False)
+
+
+@cli.command("train")
+def train_command(
+    questions: Path = typer.Argument(
+        Path("data/train/questions.jsonl"), help="Annotated training questions (JSON Lines)."
+    ),
+    out_file: Path | None = typer.Option(
+        None, "--out", help="Where to write the selector (default: the one the package ships)."
+    ),
+    holdout: str | None = typer.Option(
+        "packet-8", "--holdout", help="A batch of questions kept out of training and measured."
+    ),
+    seed: int = typer.Option(37, "--seed"),
+    as_json: bool = typer.Option(False, "--json", help="Print the training report as JSON."),
+) -> None:
+    """Retrain the answer selector from annotated questions, over the configured index (which
+    must hold their papers: the shared corpus for data/train/)."""
+    from app.engine.service import QAService
+    from app.evaluation.training import train
+    from app.providers.selector import MODEL_FILE
+
+    service = QAService(get_settings())
+    target = out_file or MODEL_FILE
+    with Progress(
+        "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+        TimeRemainingColumn(), console=err, disable=as_json or not sys.stderr.isatty(),
+        transient=True,
+    ) as bar:  # fmt: skip
+        task = bar.add_task("reading the training questions", total=None)
+
+        def advance(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        report = train(service, questions, target, holdout=holdout or None, seed=seed,
+                       progress=advance)  # fmt: skip
+    err.print(f"wrote {target}")
+    if as_json:
+        typer.echo(report.model_dump_json(indent=2))
+        return
+    out.print(report.model_dump_json(indent=2), highlight=False)
+
+
+@cli.command("judge")
+def judge_command(
+    before: Path = typer.Argument(..., help="The first run's reports (<set>/report.json)."),
+    after: Path = typer.Argument(..., help="Folder of the second run's reports, the same sets."),
+    as_json: bool = typer.Option(False, "--json", help="Print the judgement as JSON."),
+) -> None:
+    """Whether a change to answers lands: two runs over every frozen blind set, judged together
+    (pooled fact coverage, a sign test over the changed questions, per-set losses, refusals).
+    Exits 1 when it does not land."""
+    from app.evaluation.judge import judge_runs, load_runs, markdown
+
+    verdict = judge_runs(load_runs(before), load_runs(after))
+    if as_json:
+        typer.echo(verdict.model_dump_json(indent=2))
+    else:
+        out.print(markdown(verdict), markup=False, highlight=False)
+    if not verdict.lands:
+        raise typer.Exit(1)
 
 
 def _explicit(settings: Settings) -> dict[str, object]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ipaddress import ip_address
 from urllib.parse import urlsplit
 
-from app.providers.base import Provider, resolve_llm
+from app.providers.base import ChatProvider, Provider, resolve_llm
 from core.settings import Settings
 from ingest.embed import Embedder
 
@@ -17,13 +17,19 @@ def get_provider(settings: Settings, embedder: Embedder) -> Provider:
         from app.providers.extractive import ExtractiveProvider
 
         return ExtractiveProvider(embedder)
+    from app.providers.extractive import ExtractiveProvider
+
+    chat: ChatProvider
     if kind == "openai":
         from app.providers.openai import OpenAIProvider
 
-        return OpenAIProvider(settings)
-    from app.providers.llamacpp import LlamaCppProvider
+        chat = OpenAIProvider(settings)
+    else:
+        from app.providers.llamacpp import LlamaCppProvider
 
-    return LlamaCppProvider(settings)
+        chat = LlamaCppProvider(settings)
+    chat.evidence = ExtractiveProvider(embedder).evidence
+    return chat
 
 
 def _off_machine(base_url: str | None) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from app.providers.prompts import load_prompt
 from app.providers.wording import CANNOT_ANSWER, format_sources
@@ -83,11 +83,17 @@ def join_follow_up(history: History, question: str) -> str:
 class ChatProvider(Provider):
     """A chat model: the prompt files, the sources block and follow-up rewriting."""
 
+    evidence: Callable[[Query, list[Source]], dict[int, list[str]]] | None = None
+    """The sentences of each source most likely to answer (the answer selector's), marked first
+    in the sources block so that a small model sees the evidence first (`get_provider`)."""
+
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
 
-    def messages(self, question: str, sources: list[Source]) -> list[tuple[str, str]]:
-        block, _ = format_sources(sources, self.settings.context_tokens)
+    def messages(
+        self, question: str, sources: list[Source], evidence: dict[int, list[str]] | None = None
+    ) -> list[tuple[str, str]]:
+        block, _ = format_sources(sources, self.settings.context_tokens, evidence)
         system = load_prompt("answer.system").format(refusal=CANNOT_ANSWER)
         user = load_prompt("answer.user").format(sources=block, question=question)
         return [("system", system), ("user", user)]
@@ -101,7 +107,8 @@ class ChatProvider(Provider):
         return Reply(self.stream(messages, json))
 
     def generate(self, query: Query, sources: list[Source]) -> Reply:
-        return self.complete(self.messages(query.asked, sources))
+        marked = self.evidence(query, sources) if self.evidence is not None else None
+        return self.complete(self.messages(query.asked, sources, marked))
 
     def condense(self, history: History, question: str) -> tuple[str, Usage | None]:
         if not history or not needs_context(question):

@@ -8,14 +8,14 @@ person of the authors' pronouns ("we" -> "they") are the answerer's words.
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from app.providers.base import Provider, Reply
+from app.providers.selector import Selector, Sentence, cheap_features, full_features, shipped
 from app.providers.wording import CANNOT_ANSWER, defuse, not_stated, subject
 from app.query import question as q
 from app.query.record import Query
@@ -26,12 +26,9 @@ from ingest.embed import Embedder
 
 CANDIDATE_PAPERS = 3
 MAX_SENTENCES = 3  # and so at most 3 papers an answer
-MAX_EMBEDDED = 9  # sentences embedded per question: the costly step
-OWN_PLACES = 6  # of which the most relevant paper may take this many
-FIT_WEIGHT = 0.2  # a sentence of the asked-for shape (a number for "how much") gains this
-SECOND_GAP = 0.2  # a second sentence of the best paper joins when this close to the best
-OTHER_GAP = 0.08  # ...and a sentence of another paper, when this close
+MAX_EMBEDDED = 14  # sentences embedded per question (the costly step), chosen by the cheap model
 LISTED_SHARE = 0.75  # a listing lists the papers with this share of the best one's relevance
+LIKELY = 0.5  # a sentence the selector gives this chance of answering joins the best two
 
 
 @dataclass
@@ -39,28 +36,58 @@ class Candidate:
     source: Source
     sentence: str
     position: int
-    score: float = 0.0
-    vector: np.ndarray | None = None  # the sentence's embedding, once it is embedded
-    parts: dict[int, float] = field(default_factory=dict)  # cheap score for each part asked
+    sentences: int  # in its abstract
+    paper: int  # its paper's place among the papers in play, best first
+    named: bool = False  # its paper names what the question names
+    score: float = 0.0  # the selector's chance that it states what the whole question asks
+    parts: dict[int, float] = field(default_factory=dict)  # ... and each part or side asked
 
-    @property
-    def reach(self) -> float:
-        """What the shortlist ranks by: the best cheap score for the question or any part."""
-        return max([self.score, *self.parts.values()])
+    def described(self) -> Sentence:
+        return Sentence(
+            self.sentence,
+            self.paper,
+            self.position,
+            self.sentences,
+            self.source.score,
+            self.source.lexical,
+            self.named,
+        )
+
+
+@dataclass
+class Reading:
+    """What the answerer makes of a question and its sources before choosing: the kind of
+    answer, the papers in play and their candidate sentences."""
+
+    question: str
+    listing: bool
+    asked: list[str]  # the parts (or the sides of a comparison), each answered on its own
+    sides: tuple[str, str] | None
+    about: list[Source]  # the sources that mention what the question names
+    name: str
+    candidates: list[Candidate]
 
 
 class ExtractiveProvider(Provider):
     name = "extractive"
     model = None
 
-    def __init__(self, embedder: Embedder) -> None:
+    def __init__(self, embedder: Embedder, selector: Selector | None = None) -> None:
         self.embedder = embedder
+        self._selector = selector
+
+    @property
+    def selector(self) -> Selector:
+        if self._selector is None:
+            self._selector = shipped()
+        return self._selector
 
     def generate(self, query: Query, sources: list[Source]) -> Reply:
         """``sources`` are the relevant ones, best first (the service drops the others)."""
         return Reply(self._answer(query, sources))
 
-    def _answer(self, query: Query, sources: list[Source]) -> Iterator[str]:
+    def read(self, query: Query, sources: list[Source]) -> Reading:
+        """The kind of answer asked for, the papers in play and their candidate sentences."""
         question = query.asked
         listing = q.is_listing(question)
         split = [question] if listing else q.parts(question)
@@ -74,162 +101,154 @@ class ExtractiveProvider(Provider):
         about, name = ([], "") if listing or sides else _about(question, sources)
         if about:  # the question names a method or paper: it is among the sentences weighed
             pool = list({id(s): s for s in [*about[:CANDIDATE_PAPERS], *pool]}.values())
-        candidates = [
-            Candidate(source, defuse(source.text[s:e]), i)
-            for source in pool
-            for i, (s, e) in enumerate(sentence_spans(source.text))
-            if len(source.text[s:e].split()) >= 4
-        ]
+        named = {id(s) for s in about}
+        candidates = []
+        for rank, source in enumerate(pool):
+            spans = sentence_spans(source.text)
+            for i, (s, e) in enumerate(spans):
+                if len(source.text[s:e].split()) >= 4:
+                    sentence = defuse(source.text[s:e])
+                    candidates.append(
+                        Candidate(source, sentence, i, len(spans), rank, id(source) in named)
+                    )
+        asked = list(sides) if sides else split
+        return Reading(question, listing, asked, sides, about, name, candidates)
+
+    def features(self, query: Query, reading: Reading) -> tuple[np.ndarray, np.ndarray]:
+        """The cheap and the full features of every candidate for the whole question: what
+        training reads, with every sentence embedded."""
+        cands = [c.described() for c in reading.candidates]
+        cheap = cheap_features(reading.question, query.asked_words, cands)
+        cosine = self._embed(reading.candidates) @ self._vector(query, reading, reading.question)
+        return cheap, full_features(cheap, cosine, cands)
+
+    def evidence(
+        self, query: Query, sources: list[Source], per_source: int = 2, total: int = 4
+    ) -> dict[int, list[str]]:
+        """The sentences most likely to answer, by source marker (at most ``per_source`` a
+        source, ``total`` in all, best first): what a generative model is shown first."""
+        if not sources:
+            return {}
+        reading = self.read(query, sources)
+        if not reading.candidates:
+            return {}
+        scored = self._score(query, reading, reading.candidates, [reading.question])
+        marked: dict[int, list[str]] = {}
+        for cand in sorted(scored, key=lambda c: -c.score)[:total]:
+            mine = marked.setdefault(cand.source.marker, [])
+            if len(mine) < per_source:
+                mine.append(cand.sentence)
+        return marked
+
+    def _answer(self, query: Query, sources: list[Source]) -> Iterator[str]:
+        reading = self.read(query, sources)
+        candidates = reading.candidates
         if not candidates:
             yield CANNOT_ANSWER
             return
+        question, about = reading.question, reading.about
         # a detail asked of one paper (the one it names, else the best found) that its
         # abstract does not state is said to be missing, not taken from another paper; a
         # many-part question is answered if any part can be
-        details = [q.asked_detail(part) for part in split]
+        details = [q.asked_detail(part) for part in reading.asked]
         target = about[0] if about else sources[0]
         mine = [c.sentence for c in candidates if c.source is target]
         asked_of = f"{question} {target.title}"
         if all(details) and not any(q.states(d, mine, asked_of) for d in details if d):
             what = " or ".join(dict.fromkeys(d.what for d in details if d))
-            yield not_stated(target, what, name)
+            yield not_stated(target, what, reading.name)
             return
-        asked = [question] if sides else split
-        scores = _word_scores(question, query.asked_words, candidates)
-        for cand, score in zip(candidates, scores, strict=True):
-            cand.score = score
-        if len(asked) > 1:  # each part's best sentences reach the shortlist too
-            for i, part in enumerate(asked):
-                scores = _word_scores(part, words([part])[0], candidates)
-                for cand, score in zip(candidates, scores, strict=True):
-                    cand.parts[i] = score
         if about:  # ... and only what mentions it is quoted: never another paper's number
-            candidates = [c for c in candidates if any(c.source is s for s in about)] or candidates
-        if listing:  # one sentence a paper, for every paper shown
-            limit = max(MAX_EMBEDDED, 2 * len({id(c.source) for c in candidates}))
-            candidates = self._shortlist(candidates, per_paper=2, limit=limit)
-        else:
-            candidates = self._shortlist(candidates, per_paper=MAX_EMBEDDED)
-        self._score_meaning(query.asked_vector, candidates)
-        if listing:
+            candidates = [c for c in candidates if c.named] or candidates
+        texts = [question] if len(reading.asked) == 1 else [question, *reading.asked]
+        candidates = self._score(query, reading, candidates, texts)
+        if reading.listing:
             chosen = [max(mine, key=lambda c: c.score) for mine in _by_paper(candidates)]
-        elif sides:
-            chosen = self._compare(sides, candidates)
-        elif len(asked) > 1:
-            chosen = self._per_part(asked, candidates)
+        elif reading.sides:
+            chosen = _compare(candidates)
+        elif len(reading.asked) > 1:
+            chosen = _per_part(len(reading.asked), candidates)
         else:
             chosen = _best_sentences(candidates)
-        yield from render(chosen, listing)
+        yield from render(chosen, reading.listing)
 
-    @staticmethod
-    def _shortlist(
-        candidates: list[Candidate], per_paper: int, limit: int = MAX_EMBEDDED
+    def _score(
+        self, query: Query, reading: Reading, candidates: list[Candidate], texts: list[str]
     ) -> list[Candidate]:
-        """The best candidates by the cheap score, in their original order: embedding sentences
-        is the costly step. Most places go to the most relevant paper, whose sentences answer
-        most questions (up to ``per_paper``); the others share what is left, MAX_EMBEDDED in
-        all. The cheap score misses a sentence that says the answer in other words
-        ("DTW layer" for "dynamic time warping"), so the best paper's sentences all get in."""
-        top = max(candidates, key=lambda c: c.source.score).source
-        ranked = sorted(range(len(candidates)), key=lambda i: -candidates[i].reach)
-        alone = all(c.source is top for c in candidates)  # a question about one named paper
-        own_limit = min(per_paper, limit if alone else OWN_PLACES)
-        keep = [i for i in ranked if candidates[i].source is top][:own_limit]
-        others_limit = limit - own_limit
-        taken: dict[int, int] = {}
-        for i in ranked:
-            paper = id(candidates[i].source)
-            if candidates[i].source is top or taken.get(paper, 0) >= per_paper:
-                continue
-            if sum(taken.values()) >= others_limit or len(keep) >= limit:
-                break
-            taken[paper] = taken.get(paper, 0) + 1
-            keep.append(i)
-        return [candidates[i] for i in sorted(keep)]
+        """The selector's chance, for each text asked (the question, then its parts or sides),
+        of the candidates worth embedding: the cheap model's best for any text, two a paper
+        for a listing, MAX_EMBEDDED in all otherwise."""
+        cands = [c.described() for c in candidates]
+        cheap = [
+            cheap_features(t, query.asked_words if n == 0 else words([t])[0], cands)
+            for n, t in enumerate(texts)
+        ]
+        reach = np.max([self.selector.cheap.probability(x) for x in cheap], axis=0)
+        order = [int(i) for i in np.argsort(-reach, kind="stable")]
+        if reading.listing:
+            keep = [i for p in {c.paper for c in candidates} for i in _of(p, order, cands)[:2]]
+        else:
+            keep = order[:MAX_EMBEDDED]
+        keep.sort()
+        short = [candidates[i] for i in keep]
+        vectors = self._embed(short)
+        for n, (text, x) in enumerate(zip(texts, cheap, strict=True)):
+            cosine = vectors @ self._vector(query, reading, text)
+            full = full_features(x[keep], cosine, [cands[i] for i in keep])
+            for cand, p in zip(short, self.selector.full.probability(full), strict=True):
+                if n == 0:
+                    cand.score = float(p)
+                else:
+                    cand.parts[n - 1] = float(p)
+        return short
 
-    def _score_meaning(self, question: np.ndarray, candidates: list[Candidate]) -> None:
-        """Adds meaning: the embedding similarity of each sentence to the question (its
-        vector). The sentence vectors are kept for parts and comparisons, matched against each."""
-        vectors = np.asarray(
+    def _embed(self, candidates: list[Candidate]) -> np.ndarray:
+        return np.asarray(
             self.embedder.embed_documents([c.sentence for c in candidates]), dtype=np.float32
         )
-        for cand, vector in zip(candidates, vectors, strict=True):
-            cand.vector = vector
-        for cand, sim in zip(candidates, self._similarity(question, candidates), strict=True):
-            cand.score += float(sim)
 
-    def _per_part(self, asked: list[str], candidates: list[Candidate]) -> list[Candidate]:
-        """A sentence for each part of a many-part question, from the one paper that answers
-        the parts best together (the sum of its best score for each); a part whose best
-        sentence is already chosen takes its next best, so each part adds a sentence."""
-        scores = np.array(
-            [
-                [c.parts[i] for c in candidates] + self._similarity(part, candidates)
-                for i, part in enumerate(asked)
-            ]
-        )
-        papers = _by_paper(candidates)
-        at = {id(c): j for j, c in enumerate(candidates)}
-
-        def fitness(paper: list[Candidate]) -> float:
-            return float(sum(max(scores[i, at[id(c)]] for c in paper) for i in range(len(asked))))
-
-        paper = max(papers, key=fitness)
-        chosen: list[Candidate] = []
-        for i in range(len(asked)):
-            order = sorted(paper, key=lambda c: -scores[i, at[id(c)]])
-            pick = next((c for c in order if c not in chosen), None)
-            if pick is not None and len(chosen) < MAX_SENTENCES:
-                chosen.append(pick)
-        # ... and what the whole question finds best in that paper fills the places left
-        for cand in _best_sentences(paper):
-            if len(chosen) < MAX_SENTENCES and cand not in chosen:
-                chosen.append(cand)
-        return chosen
-
-    def _similarity(self, text: str | np.ndarray, candidates: list[Candidate]) -> np.ndarray:
-        """Cosine similarity of ``text`` (or its vector) to each (already embedded) candidate
-        sentence."""
-        if isinstance(text, str):
-            text = np.asarray(self.embedder.embed_query(text), dtype=np.float32)
-        return np.stack([c.vector for c in candidates if c.vector is not None]) @ text
-
-    def _compare(self, sides: tuple[str, str], candidates: list[Candidate]) -> list[Candidate]:
-        """A sentence for each side of a comparison, from different papers when they differ."""
-        base = np.array([c.score for c in candidates])
-        chosen: list[Candidate] = []
-        for side in sides:
-            order = np.argsort(-(self._similarity(side, candidates) + 0.5 * base))
-            taken = {id(c.source) for c in chosen}
-            pick = next(
-                (candidates[i] for i in order if id(candidates[i].source) not in taken), None
-            )
-            if pick is not None:
-                chosen.append(pick)
-        return chosen or _best_sentences(candidates)
+    def _vector(self, query: Query, reading: Reading, text: str) -> np.ndarray:
+        if text == reading.question:
+            return np.asarray(query.asked_vector, dtype=np.float32)
+        return np.asarray(self.embedder.embed_query(text), dtype=np.float32)
 
 
-def _word_scores(question: str, asked: Iterable[str], candidates: list[Candidate]) -> list[float]:
-    """The cheap part of the score: the question's words (``asked``, its search words) the
-    sentence shares, weighted by how few candidate sentences share them ("chronically
-    overlooked" says more than the topic words every sentence repeats), the words it adds,
-    whether it has the shape of the answer, and how relevant its paper is."""
-    kinds = q.wanted(question)
-    q_terms = set(asked)
-    terms = [set(t) for t in words([c.sentence for c in candidates])]
-    df = {t: sum(t in mine for mine in terms) for t in q_terms}
-    weight = {t: math.log(1 + len(terms) / n) for t, n in df.items() if n}
-    total = sum(weight.values()) or 1.0
-    scores = []
-    for cand, mine in zip(candidates, terms, strict=True):
-        overlap = sum(w for t, w in weight.items() if t in mine) / total
-        novelty = len(mine - q_terms) / len(mine) if mine else 0.0
-        score = 0.25 * overlap + 0.25 * cand.source.score + 0.05 * novelty
-        score += FIT_WEIGHT * q.fit(kinds, question, cand.sentence)
-        if kinds != ["general"] and q.is_background(cand.sentence):
-            score -= 0.05
-        scores.append(score)
-    return scores
+def _of(paper: int, order: list[int], cands: list[Sentence]) -> list[int]:
+    return [i for i in order if cands[i].paper == paper]
+
+
+def _per_part(parts: int, candidates: list[Candidate]) -> list[Candidate]:
+    """A sentence for each part of a many-part question, from the one paper that answers the
+    parts best together (the sum of its best chance for each); a part whose best sentence is
+    already chosen takes its next best, so each part adds a sentence."""
+
+    def fitness(paper: list[Candidate]) -> float:
+        return sum(max(c.parts[i] for c in paper) for i in range(parts))
+
+    paper = max(_by_paper(candidates), key=fitness)
+    chosen: list[Candidate] = []
+    for i in range(parts):
+        order = sorted(paper, key=lambda c: -c.parts[i])
+        pick = next((c for c in order if c not in chosen), None)
+        if pick is not None and len(chosen) < MAX_SENTENCES:
+            chosen.append(pick)
+    # ... and what the whole question finds best in that paper fills the places left
+    for cand in _best_sentences(paper):
+        if len(chosen) < MAX_SENTENCES and cand not in chosen:
+            chosen.append(cand)
+    return chosen
+
+
+def _compare(candidates: list[Candidate]) -> list[Candidate]:
+    """A sentence for each side of a comparison, from different papers when they differ."""
+    chosen: list[Candidate] = []
+    for side in range(2):
+        order = sorted(candidates, key=lambda c: -c.parts[side])
+        taken = {id(c.source) for c in chosen}
+        pick = next((c for c in order if id(c.source) not in taken), None)
+        if pick is not None:
+            chosen.append(pick)
+    return chosen or _best_sentences(candidates)
 
 
 def _about(question: str, sources: list[Source]) -> tuple[list[Source], str]:
@@ -261,16 +280,15 @@ def _by_paper(candidates: list[Candidate]) -> list[list[Candidate]]:
 
 def _best_sentences(candidates: list[Candidate]) -> list[Candidate]:
     """The best sentence and the next best of its paper (the two best sentences of the right
-    abstract hold the answer far more often than one), and a third from any paper when close:
-    at most MAX_SENTENCES."""
+    abstract hold the answer far more often than one), and a third from any paper that the
+    selector finds likely to answer: at most MAX_SENTENCES."""
     ranked = sorted(candidates, key=lambda c: -c.score)
     best = ranked[0]
     chosen = [best, *[c for c in ranked[1:] if c.source is best.source][:1]]
     for cand in ranked[1:]:
         if len(chosen) >= MAX_SENTENCES:
             break
-        gap = SECOND_GAP if cand.source is best.source else OTHER_GAP
-        if cand not in chosen and cand.score >= best.score - gap:
+        if cand not in chosen and cand.score >= LIKELY:
             chosen.append(cand)
     return chosen
 

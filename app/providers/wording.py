@@ -59,8 +59,12 @@ def subject(source: Source, mentioned: int) -> str:
     return "One paper" if mentioned == 0 else "Another paper"
 
 
-def format_sources(sources: list[Source], budget_tokens: int) -> tuple[str, list[Source]]:
+def format_sources(
+    sources: list[Source], budget_tokens: int, evidence: dict[int, list[str]] | None = None
+) -> tuple[str, list[Source]]:
     """The sources block for a prompt, within ``budget_tokens``; lowest-ranked dropped first.
+    ``evidence``: for a source's marker, the sentences of its abstract most likely to answer
+    (the answer selector's), given first in its block.
 
     Source text is escaped so it cannot close its own tag or pose as markup.
     """
@@ -71,8 +75,12 @@ def format_sources(sources: list[Source], budget_tokens: int) -> tuple[str, list
         meta = ", ".join(str(x) for x in (source.venue, source.year) if x)
         title = "(untitled)" if source.title_derived else source.title
         head = html.escape(defuse(title + (f" ({meta})" if meta else "")), quote=False)
+        first = "".join(
+            f"Evidence: {html.escape(defuse(sentence), quote=False)}\n"
+            for sentence in (evidence or {}).get(source.marker, [])
+        )
         block = (
-            f'<source id="{source.marker}">\nTitle: {head}\n'
+            f'<source id="{source.marker}">\nTitle: {head}\n{first}'
             f"{html.escape(defuse(source.text), quote=False)}\n</source>"
         )
         cost = count_tokens(block)
@@ -94,6 +102,18 @@ def not_stated(source: Source, what: str, name: str = "") -> str:
     who = subject(source, 0) if not source.title_derived else defuse(name)
     named = f"of {who} " if who else ""
     return f"The abstract {named}[{source.marker}] does not state {what}."
+
+
+def not_mentioned(name: str) -> str:
+    """The answer to a question about a name no indexed abstract or title mentions."""
+    return f"No indexed abstract mentions {defuse(name)}."
+
+
+def is_not_mentioned(text: str) -> bool:
+    return bool(_NOT_MENTIONED.match(" ".join(text.split())))
+
+
+_NOT_MENTIONED = re.compile(r"^No indexed abstract mentions [^\n]{1,200}\.$")
 
 
 def is_not_stated(text: str) -> bool:

@@ -20,6 +20,7 @@ from app.engine.export import MEDIA_TYPES, ExportFormat, export
 from app.engine.service import QAService
 from app.providers import answers_off_machine
 from app.providers.base import resolve_llm
+from app.providers.wording import is_not_mentioned
 from core.errors import AQAError, InputError
 from core.models import FILTER_KINDS, Answer, Feedback, IndexStats, Rating, Source
 from core.settings import Settings, get_settings
@@ -414,7 +415,12 @@ def render_answer(answer: Answer, key: str = "0") -> None:
         share_link(answer)
         feedback_widget(answer, key)
         if answer.sources:
-            with st.expander("Retrieved passages (none was relevant enough to answer)"):
+            label = (
+                "Related papers (none mentions it)"
+                if is_not_mentioned(answer.answer)
+                else "Retrieved passages (none was relevant enough to answer)"
+            )
+            with st.expander(label, expanded=is_not_mentioned(answer.answer)):
                 for source in answer.sources:
                     st.markdown(source_card(source, []), unsafe_allow_html=True)
         return

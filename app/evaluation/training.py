@@ -1,0 +1,210 @@
+"""Training the answer selector (`app.providers.selector`) from annotated questions.
+
+Each training question (data/train/README.md) is asked through the same steps an answer takes
+(`QAService` reads it, retrieves, keeps the relevant sources; the extractive answerer reads the
+candidate sentences), and every candidate sentence becomes a row: its features, and whether it
+states a fact of the question (a gold paper's sentence that the annotator named, or that holds
+one of the facts). Questions that no sentence answers (a detail not stated, an invented name,
+an off-topic question) give only negative rows, which is what calibrates the score.
+
+Two logistic models are fitted (scikit-learn, deterministic): the cheap one on the features
+that need no embedding, the full one on all. Each question weighs the same whatever its number
+of candidates. One batch of annotators' questions (``holdout``) is kept out and measured.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel
+
+from app.engine.service import QAService
+from app.evaluation.harness import known_paper_ids, load_questions, normalise
+from app.providers.extractive import Candidate, ExtractiveProvider
+from app.providers.selector import FULL, Logistic, Selector
+from core.errors import InputError
+from core.models import Filters, TrainQuestion
+
+REGULARISATION = 1.0  # scikit-learn's C: its default, not tuned
+
+
+@dataclass
+class Rows:
+    """The candidate sentences of many questions, as feature rows with labels."""
+
+    cheap: list[np.ndarray] = field(default_factory=list)
+    full: list[np.ndarray] = field(default_factory=list)
+    labels: list[np.ndarray] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+    questions: list[str] = field(default_factory=list)
+    sentences: list[list[str]] = field(default_factory=list)
+
+    def stacked(self, keep: Callable[[str], bool]) -> tuple[np.ndarray, ...]:
+        picked = [i for i, qid in enumerate(self.ids) if keep(qid)]
+        if not picked:
+            raise InputError("No training question left to fit on.")
+        weights = [np.full(len(self.labels[i]), 1.0 / len(self.labels[i])) for i in picked]
+        return (
+            np.vstack([self.cheap[i] for i in picked]),
+            np.vstack([self.full[i] for i in picked]),
+            np.concatenate([self.labels[i] for i in picked]),
+            np.concatenate(weights),
+        )
+
+
+class Measured(BaseModel):
+    """How the selector ranks the sentences of questions that a sentence answers."""
+
+    questions: int
+    first: float  # the first sentence states a fact
+    top_two: float  # one of the first two does
+    positives: int
+    rows: int
+
+
+class TrainReport(BaseModel):
+    questions: int
+    answered_by_retrieval: int
+    rows: int
+    trained_on: int
+    held_out: int
+    holdout_batch: str | None
+    seconds: float
+    train: Measured
+    held: Measured | None
+    cosine_alone: Measured | None  # the baseline: MiniLM similarity alone, on the held-out slice
+
+
+def label(question: TrainQuestion, cands: list[Candidate]) -> np.ndarray:
+    """1 for a candidate that states one of the question's facts, else 0."""
+    gold = set(question.gold)
+    evidence = {(e.paper, normalise(e.sentence)) for e in question.evidence}
+    facts = [normalise(v) for variants in question.facts for v in variants]
+    out = np.zeros(len(cands))
+    for i, cand in enumerate(cands):
+        if cand.source.paper_id not in gold or not question.answerable:
+            continue
+        text = normalise(cand.sentence)
+        if (cand.source.paper_id, text) in evidence or any(f and f in text for f in facts):
+            out[i] = 1.0
+    return out
+
+
+def collect(
+    service: QAService,
+    questions: list[TrainQuestion],
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[Rows, int]:
+    """Every question asked as a user asks it, up to the answerer's candidates; their rows."""
+    provider = service.provider
+    if not isinstance(provider, ExtractiveProvider):
+        raise InputError("Training needs the extractive answerer: unset AQA_LLM.")
+    rows = Rows()
+    answered = 0
+    for n, question in enumerate(questions, start=1):
+        query, at = service._read(question.question, [], Filters(), [], None, "hybrid", {})
+        sources = service._retrieve(query, at, {})
+        _, relevant = service._relevant(query, sources, at)
+        if relevant:
+            answered += 1
+            reading = provider.read(query, relevant)
+            if reading.candidates:
+                cheap, full = provider.features(query, reading)
+                rows.cheap.append(cheap)
+                rows.full.append(full)
+                rows.labels.append(label(question, reading.candidates))
+                rows.ids.append(question.id)
+                rows.questions.append(reading.question)
+                rows.sentences.append([c.sentence for c in reading.candidates])
+        if progress:
+            progress(n, len(questions))
+    return rows, answered
+
+
+def fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, seed: int) -> Logistic:
+    from sklearn.linear_model import LogisticRegression
+
+    mean, scale = x.mean(axis=0), x.std(axis=0)
+    scale[scale == 0] = 1.0
+    model = LogisticRegression(C=REGULARISATION, max_iter=2000, random_state=seed)
+    model.fit((x - mean) / scale, y, sample_weight=w * len(w) / w.sum())
+    return Logistic(mean, scale, model.coef_[0].copy(), float(model.intercept_[0]))
+
+
+def measure(scores: list[np.ndarray], labels: list[np.ndarray]) -> Measured:
+    answered = [(s, y) for s, y in zip(scores, labels, strict=True) if y.any()]
+    first = [float(y[np.argmax(s)]) for s, y in answered]
+    two = [float(y[np.argsort(-s)[:2]].any()) for s, y in answered]
+    return Measured(
+        questions=len(answered),
+        first=round(float(np.mean(first)), 4) if first else 0.0,
+        top_two=round(float(np.mean(two)), 4) if two else 0.0,
+        positives=int(sum(y.sum() for y in labels)),
+        rows=int(sum(len(y) for y in labels)),
+    )
+
+
+def train(
+    service: QAService,
+    questions_file: Path,
+    out: Path,
+    *,
+    holdout: str | None = None,
+    seed: int = 37,
+    progress: Callable[[int, int], None] | None = None,
+) -> TrainReport:
+    """Fit the selector on ``questions_file`` (less the ``holdout`` batch) and write it."""
+    started = time.perf_counter()
+    questions = [
+        q
+        for q in load_questions(questions_file, known_paper_ids(service.settings), TrainQuestion)
+        if isinstance(q, TrainQuestion)
+    ]
+    batch = {q.id: q.batch for q in questions}
+    if holdout is not None and holdout not in batch.values():
+        raise InputError(f"{questions_file}: no question of batch {holdout!r} to hold out.")
+    rows, answered = collect(service, questions, progress)
+    trained = [i for i in rows.ids if batch[i] != holdout]
+    x_cheap, x_full, y, w = rows.stacked(lambda i: batch[i] != holdout)
+    selector = Selector(
+        cheap=fit(x_cheap, y, w, seed),
+        full=fit(x_full, y, w, seed),
+        meta={
+            "questions": str(questions_file.name),
+            "trained_on": len(trained),
+            "held_out": holdout,
+            "seed": seed,
+            "rows": len(y),
+        },
+    )
+    selector.save(out)
+
+    def scored(keep: Callable[[str], bool]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        picked = [i for i, qid in enumerate(rows.ids) if keep(qid)]
+        return [selector.full.probability(rows.full[i]) for i in picked], [
+            rows.labels[i] for i in picked
+        ]
+
+    held = cosine = None
+    if holdout is not None:
+        held = measure(*scored(lambda i: batch[i] == holdout))
+        picked = [i for i, qid in enumerate(rows.ids) if batch[qid] == holdout]
+        column = FULL.index("cosine")
+        labels = [rows.labels[i] for i in picked]
+        cosine = measure([rows.full[i][:, column] for i in picked], labels)
+    return TrainReport(
+        questions=len(questions),
+        answered_by_retrieval=answered,
+        rows=int(sum(len(y) for y in rows.labels)),
+        trained_on=len(trained),
+        held_out=len(rows.ids) - len(trained),
+        holdout_batch=holdout,
+        seconds=round(time.perf_counter() - started, 1),
+        train=measure(*scored(lambda i: batch[i] != holdout)),
+        held=held,
+        cosine_alone=cosine,
+    )

@@ -1,0 +1,60 @@
+"""A name no indexed abstract mentions (issue 37): "No indexed abstract mentions Quokka-SGD.",
+abstained, with the closest papers kept as sources; never another method's result. Names the
+index holds in another spelling (case, hyphens, spaces) are answered. The bundled sample, real
+Chroma, the real local model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.providers.wording import is_not_mentioned
+
+
+@pytest.mark.parametrize(
+    ("question", "name"),
+    [
+        ("What learning rate schedule does Quokka-SGD use for ResNet training?", "Quokka-SGD"),
+        ("How many attention heads does the VelaNet architecture use?", "VelaNet"),
+        ("Which robots was the OpenVLA-Mini policy evaluated on?", "OpenVLA-Mini"),
+        ("What regret does the Thompson-Lynx bandit algorithm achieve?", "Thompson-Lynx"),
+        # every word of it is in the index, but never together: still not mentioned
+        ("What accuracy does Decentralized-DASHA reach?", "Decentralized-DASHA"),
+    ],
+)
+def test_a_name_no_abstract_mentions_is_said_so_and_abstained(
+    sample_service: Any, question: str, name: str
+) -> None:
+    answer = sample_service.ask(question)
+    assert answer.answer == f"No indexed abstract mentions {name}."
+    assert is_not_mentioned(answer.answer)
+    assert answer.abstained and not answer.citations
+    assert answer.sources  # the closest papers, offered as related
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What does DecDTW learn?",
+        "What does Dec-DTW learn?",  # the index writes DecDTW
+        "What does the decdtw layer compute?",
+        "How does Dec SSL use unlabeled data?",  # the index writes Dec-SSL
+        "What is the convergence rate of DASHA-PAGE?",
+    ],
+)
+def test_a_name_the_index_holds_in_another_spelling_is_answered(
+    sample_service: Any, question: str
+) -> None:
+    answer = sample_service.ask(question)
+    assert not is_not_mentioned(answer.answer), answer.answer
+    assert not answer.abstained and answer.citations
+
+
+def test_the_same_answer_reaches_every_front(sample_service: Any) -> None:
+    """The CLI's --json, the HTTP API and MCP return ask()'s fields: the sentence is the answer
+    text and abstained is true, as for any refusal."""
+    answer = sample_service.ask("Which datasets does the Quokka-SGD paper use?")
+    data = answer.model_dump()
+    assert data["abstained"] is True
+    assert data["answer"] == "No indexed abstract mentions Quokka-SGD."
