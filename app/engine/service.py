@@ -34,7 +34,7 @@ from app.query.question import (
     count_topic,
     is_count,
     is_listing,
-    named_things,
+    name_candidates,
 )
 from app.query.record import Query
 from core.errors import EmptyIndexError, IndexNotFoundError, InputError, PaperNotFoundError
@@ -145,7 +145,8 @@ class QAService:
         timings["retrieve"] = time.perf_counter() - t
         t = time.perf_counter()
         threshold, relevant = self._relevant(query, sources, at)
-        missing = at.unmentioned(named_things(query.text))
+        names, words_ = name_candidates(query.text)
+        missing = at.unmentioned(names) or at.unseen(words_)
         if missing:  # "the Quokka-SGD optimizer": said so, the closest papers kept as sources
             relevant = []
         reply = self.provider.generate(query, relevant) if relevant else None

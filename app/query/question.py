@@ -354,6 +354,28 @@ def named_things(question: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+_CAPITALISED = re.compile(r"(?<=[\w,;:)] )[A-Z][a-z]{3,}(?:-[A-Za-z0-9]+)*(?![\w-])")
+_HYPHEN_NAME = re.compile(r"(?<![\w-])[A-Z][a-z]+-[A-Z][A-Za-z0-9]*(?![\w-])")  # "Veridian-Q"
+_DESCRIPTIVE = re.compile(r"-(?:based|like|style|type|driven|free|aware|wise)$", re.IGNORECASE)
+
+
+def name_candidates(question: str) -> tuple[list[str], list[str]]:
+    """What a question may name that the index must hold for it to be answered: ``names``
+    (method, model, dataset names: "Quokka-SGD", "VelaNet", "Veridian-Q"), each to be
+    mentioned somewhere in some spelling; and ``words``, capitalised words inside the sentence
+    ("the Glimmerbandit algorithm", "Bramble attention") and the words of titled phrases,
+    which name something new only when the index has never seen the word at all. "X-based"
+    describes; only X is a name."""
+    strict = [_DESCRIPTIVE.sub("", n) for n in named_things(question)]
+    strict += [m.group(0) for m in _HYPHEN_NAME.finditer(question)]
+    loose = [m.group(0) for m in _CAPITALISED.finditer(question)]
+    titled = {m.group(0) for m in _TITLED.finditer(question)}
+    phrases = {t for t in titled if " " in t}  # "Penn Treebank" may be written otherwise
+    strict = [n for n in dict.fromkeys(strict) if n not in phrases and len(n) >= 3]
+    loose += [w for phrase in phrases for w in re.split(r"[ -]", phrase) if len(w) >= 4]
+    return strict, list(dict.fromkeys(w for w in loose if w not in strict))
+
+
 def names(text: str) -> set[str]:
     """Name-like tokens: CamelCase, acronyms, hyphenated versions (DecDTW, DASHA, GPT-4)."""
     return {m.group(0) for m in NAME.finditer(text) if len(m.group(0)) >= 3}
