@@ -30,6 +30,7 @@ from core.errors import InputError
 from core.models import Filters, TrainQuestion
 
 REGULARISATION = 1.0  # scikit-learn's C: its default, not tuned
+DIGITS = 6  # decimals kept of each weight
 
 
 @dataclass
@@ -48,9 +49,9 @@ class Rows:
         if not picked:
             raise InputError("No training question left to fit on.")
         weights = [np.full(len(self.labels[i]), 1.0 / len(self.labels[i])) for i in picked]
-        return (
-            np.vstack([self.cheap[i] for i in picked]),
-            np.vstack([self.full[i] for i in picked]),
+        return (  # features to 5 decimals: an embedding's last bits differ between processes
+            np.round(np.vstack([self.cheap[i] for i in picked]), 5),
+            np.round(np.vstack([self.full[i] for i in picked]), 5),
             np.concatenate([self.labels[i] for i in picked]),
             np.concatenate(weights),
         )
@@ -130,9 +131,16 @@ def fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, seed: int) -> Logistic:
 
     mean, scale = x.mean(axis=0), x.std(axis=0)
     scale[scale == 0] = 1.0
-    model = LogisticRegression(C=REGULARISATION, max_iter=2000, random_state=seed)
+    # converged far past the default tolerance and rounded: the same file from the same data
+    # in any process (the default stops within ~1e-2 of the optimum, wherever BLAS's sums land)
+    model = LogisticRegression(C=REGULARISATION, max_iter=20000, tol=1e-10, random_state=seed)
     model.fit((x - mean) / scale, y, sample_weight=w * len(w) / w.sum())
-    return Logistic(mean, scale, model.coef_[0].copy(), float(model.intercept_[0]))
+    return Logistic(
+        np.round(mean, DIGITS),
+        np.round(scale, DIGITS),
+        np.round(model.coef_[0], DIGITS),
+        round(float(model.intercept_[0]), DIGITS),
+    )
 
 
 def measure(scores: list[np.ndarray], labels: list[np.ndarray]) -> Measured:
