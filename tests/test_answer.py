@@ -76,7 +76,7 @@ def test_out_of_corpus_questions_abstain_but_still_show_what_was_retrieved(
     sample_service: QAService, question: str
 ) -> None:
     answer = sample_service.ask(question)
-    assert answer.abstained and answer.answer == CANNOT_ANSWER
+    assert answer.abstained and (answer.answer == CANNOT_ANSWER or is_not_mentioned(answer.answer))
     assert answer.citations == [] and answer.cited_sources == []
     assert len(answer.sources) == 5
 
