@@ -73,21 +73,18 @@ class Snapshot:
     is loaded once per process; measured with chromadb 1.5): a question then ranks by meaning
     over the snapshot's own vectors, exactly."""
 
-    def unseen(self, words_: Sequence[str]) -> list[str]:
-        """The words no indexed chunk holds at all (as search words: case and stem aside)."""
-        return self.bm25.unseen(list(words_))
-
     def unmentioned(self, names: Sequence[str]) -> list[str]:
         """The names no indexed abstract or title mentions in any spelling the index knows:
         case, hyphens and spaces aside ("Quokka-SGD", "quokka sgd" and "QuokkaSGD" are one
-        name), a plural "s" aside. The chunks holding each spelling's search words are read
-        and compared whole, so a name whose words all occur apart ("Vela" ... "Net") is still
-        unmentioned."""
+        name), a plural "s" aside. A name the index holds as one word is mentioned; otherwise
+        the chunks holding each spelling's search words are read and compared whole, so a
+        name whose words all occur apart ("Vela" ... "Net") is still unmentioned."""
         missing = []
         for name in names:
             key = compact(name)
-            if len(key) < 3:
-                continue
+            whole = words([key])[0]
+            if len(key) < 3 or (len(whole) == 1 and self.bm25.df(whole[0])):
+                continue  # written as one word somewhere ("DASHA", "decdtw"): no text to read
             rows: set[int] = set()
             for spelling in {name, _UNCAMEL.sub(" ", name), key}:  # DecDTW, Dec DTW, decdtw
                 terms = words([spelling])[0]

@@ -5,6 +5,7 @@ Chroma, the real local model."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -55,10 +56,15 @@ def test_a_name_the_index_holds_in_another_spelling_is_answered(
     assert not answer.abstained and answer.citations
 
 
-def test_the_same_answer_reaches_every_front(sample_service: Any) -> None:
-    """The CLI's --json, the HTTP API and MCP return ask()'s fields: the sentence is the answer
-    text and abstained is true, as for any refusal."""
-    answer = sample_service.ask("Which datasets does the Quokka-SGD paper use?")
-    data = answer.model_dump()
-    assert data["abstained"] is True
+def test_the_command_line_says_so_and_lists_the_related_papers(sample_settings: Any) -> None:
+    from tests.test_cli import run
+
+    question = "Which datasets does the Quokka-SGD paper use?"
+    data = json.loads(
+        run("ask", question, "--json", AQA_DATA_DIR=str(sample_settings.data_dir)).stdout
+    )
+    assert data["abstained"] is True and data["citations"] == []
     assert data["answer"] == "No indexed abstract mentions Quokka-SGD."
+    shown = run("ask", question, AQA_DATA_DIR=str(sample_settings.data_dir)).stdout
+    assert "Related papers (none mentions it):" in shown
+    assert shown.count(" - h") == 3  # three related papers, each with its id

@@ -146,7 +146,11 @@ class QAService:
         t = time.perf_counter()
         threshold, relevant = self._relevant(query, sources, at)
         names, words_ = name_candidates(query.text)
-        missing = at.unmentioned(names) or at.unseen(words_)
+        # one capitalised word the index never saw names something ("the Glimmerfin
+        # algorithm"); several at once are a language that capitalises its nouns ("Welche
+        # Arbeiten ..."), left to relevance
+        unseen = at.bm25.unseen(words_)
+        missing = at.unmentioned(names) or (unseen if len(unseen) == 1 else [])
         if missing:  # "the Quokka-SGD optimizer": said so, the closest papers kept as sources
             relevant = []
         reply = self.provider.generate(query, relevant) if relevant else None
@@ -180,6 +184,12 @@ class QAService:
         sources = self._retrieve(query, at, {})
         self._relevant(query, sources, at)
         return sources
+
+    def given(self, question: str) -> tuple[Query, list[Source]]:
+        """The question as read and the sources its provider is given (the relevant ones, best
+        first): what the answer selector is trained and checked on."""
+        query, at = self._read(question, [], Filters(), [], None, "hybrid", {})
+        return query, self._relevant(query, self._retrieve(query, at, {}), at)[1]
 
     @property
     def feedback(self) -> FeedbackStore:

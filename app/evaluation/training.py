@@ -25,33 +25,32 @@ from pydantic import BaseModel
 from app.engine.service import QAService
 from app.evaluation.harness import known_paper_ids, load_questions, normalise
 from app.providers.extractive import Candidate, ExtractiveProvider
-from app.providers.selector import FULL, Logistic, Selector
+from app.providers.selector import CHEAP, FULL, Logistic, Selector
 from core.errors import InputError
-from core.models import Filters, TrainQuestion
+from core.models import TrainQuestion
 
 REGULARISATION = 1.0  # scikit-learn's C: its default, not tuned
-DIGITS = 6  # decimals kept of each weight
 
 
 @dataclass
 class Rows:
     """The candidate sentences of many questions, as feature rows with labels."""
 
-    cheap: list[np.ndarray] = field(default_factory=list)
-    full: list[np.ndarray] = field(default_factory=list)
+    full: list[np.ndarray] = field(default_factory=list)  # `FULL`; the cheap ones lead it
     labels: list[np.ndarray] = field(default_factory=list)
     ids: list[str] = field(default_factory=list)
     questions: list[str] = field(default_factory=list)
     sentences: list[list[str]] = field(default_factory=list)
 
-    def stacked(self, keep: Callable[[str], bool]) -> tuple[np.ndarray, ...]:
-        picked = [i for i, qid in enumerate(self.ids) if keep(qid)]
+    def stacked(self, picked: list[int]) -> tuple[np.ndarray, ...]:
+        """The rows of the ``picked`` questions: cheap and full features, labels, weights."""
         if not picked:
             raise InputError("No training question left to fit on.")
         weights = [np.full(len(self.labels[i]), 1.0 / len(self.labels[i])) for i in picked]
-        return (  # features to 5 decimals: an embedding's last bits differ between processes
-            np.round(np.vstack([self.cheap[i] for i in picked]), 5),
-            np.round(np.vstack([self.full[i] for i in picked]), 5),
+        full = np.vstack([self.full[i] for i in picked])
+        return (
+            full[:, : len(CHEAP)],
+            full,
             np.concatenate([self.labels[i] for i in picked]),
             np.concatenate(weights),
         )
@@ -107,16 +106,12 @@ def collect(
     rows = Rows()
     answered = 0
     for n, question in enumerate(questions, start=1):
-        query, at = service._read(question.question, [], Filters(), [], None, "hybrid", {})
-        sources = service._retrieve(query, at, {})
-        _, relevant = service._relevant(query, sources, at)
+        query, relevant = service.given(question.question)
         if relevant:
             answered += 1
             reading = provider.read(query, relevant)
             if reading.candidates:
-                cheap, full = provider.features(query, reading)
-                rows.cheap.append(cheap)
-                rows.full.append(full)
+                rows.full.append(provider.features(query, reading))
                 rows.labels.append(label(question, reading.candidates))
                 rows.ids.append(question.id)
                 rows.questions.append(reading.question)
@@ -131,16 +126,12 @@ def fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, seed: int) -> Logistic:
 
     mean, scale = x.mean(axis=0), x.std(axis=0)
     scale[scale == 0] = 1.0
-    # converged far past the default tolerance and rounded: the same file from the same data
-    # in any process (the default stops within ~1e-2 of the optimum, wherever BLAS's sums land)
+    # converged to the optimum, not stopped near it (the default tolerance left weights 0.007
+    # apart between two runs); runs in separate processes still differ by up to 0.003 a weight,
+    # since embeddings' last bits differ and a few rank features flip with them
     model = LogisticRegression(C=REGULARISATION, max_iter=20000, tol=1e-10, random_state=seed)
     model.fit((x - mean) / scale, y, sample_weight=w * len(w) / w.sum())
-    return Logistic(
-        np.round(mean, DIGITS),
-        np.round(scale, DIGITS),
-        np.round(model.coef_[0], DIGITS),
-        round(float(model.intercept_[0]), DIGITS),
-    )
+    return Logistic(mean, scale, model.coef_[0].copy(), float(model.intercept_[0]))
 
 
 def measure(scores: list[np.ndarray], labels: list[np.ndarray]) -> Measured:
@@ -176,43 +167,35 @@ def train(
     if holdout is not None and holdout not in batch.values():
         raise InputError(f"{questions_file}: no question of batch {holdout!r} to hold out.")
     rows, answered = collect(service, questions, progress)
-    trained = [i for i in rows.ids if batch[i] != holdout]
-    x_cheap, x_full, y, w = rows.stacked(lambda i: batch[i] != holdout)
+    kept = [i for i, qid in enumerate(rows.ids) if batch[qid] != holdout]
+    held = [i for i, qid in enumerate(rows.ids) if batch[qid] == holdout]
+    x_cheap, x_full, y, w = rows.stacked(kept)
     selector = Selector(
         cheap=fit(x_cheap, y, w, seed),
         full=fit(x_full, y, w, seed),
         meta={
             "questions": str(questions_file.name),
-            "trained_on": len(trained),
+            "trained_on": len(kept),
             "held_out": holdout,
             "seed": seed,
             "rows": len(y),
         },
     )
     selector.save(out)
+    column = FULL.index("cosine")
 
-    def scored(keep: Callable[[str], bool]) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        picked = [i for i, qid in enumerate(rows.ids) if keep(qid)]
-        return [selector.full.probability(rows.full[i]) for i in picked], [
-            rows.labels[i] for i in picked
-        ]
+    def ranked(picked: list[int], score: Callable[[np.ndarray], np.ndarray]) -> Measured:
+        return measure([score(rows.full[i]) for i in picked], [rows.labels[i] for i in picked])
 
-    held = cosine = None
-    if holdout is not None:
-        held = measure(*scored(lambda i: batch[i] == holdout))
-        picked = [i for i, qid in enumerate(rows.ids) if batch[qid] == holdout]
-        column = FULL.index("cosine")
-        labels = [rows.labels[i] for i in picked]
-        cosine = measure([rows.full[i][:, column] for i in picked], labels)
     return TrainReport(
         questions=len(questions),
         answered_by_retrieval=answered,
         rows=int(sum(len(y) for y in rows.labels)),
-        trained_on=len(trained),
-        held_out=len(rows.ids) - len(trained),
+        trained_on=len(kept),
+        held_out=len(held),
         holdout_batch=holdout,
         seconds=round(time.perf_counter() - started, 1),
-        train=measure(*scored(lambda i: batch[i] != holdout)),
-        held=held,
-        cosine_alone=cosine,
+        train=ranked(kept, selector.full.probability),
+        held=ranked(held, selector.full.probability) if held else None,
+        cosine_alone=ranked(held, lambda x: x[:, column]) if held else None,
     )

@@ -14,7 +14,6 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TimeRemainingColumn
 from rich.table import Table
 
-from app.providers.wording import is_not_mentioned
 from core.errors import AQAError, InputError
 from core.models import (
     MODES,
@@ -248,6 +247,8 @@ def _print_answer(answer: Answer, already_streamed: bool) -> None:
         out.print(f"Filters: {answer.filters_applied}", highlight=False)
     shown = answer.cited_sources
     if answer.abstained and answer.sources:
+        from app.providers.wording import is_not_mentioned
+
         if is_not_mentioned(answer.answer):
             out.print("Related papers (none mentions it):")
         else:
@@ -387,7 +388,18 @@ def train_command(
     if as_json:
         typer.echo(report.model_dump_json(indent=2))
         return
-    out.print(report.model_dump_json(indent=2), highlight=False)
+    out.print(
+        f"{report.trained_on} questions trained on, {report.held_out} held out "
+        f"({report.rows} candidate sentences), in {report.seconds:.0f} s. Ranked first a fact: "
+        f"{report.train.first:.3f} of training questions"
+        + (
+            f", {report.held.first:.3f} held out (MiniLM similarity alone: "
+            f"{report.cosine_alone.first:.3f})"
+            if report.held and report.cosine_alone
+            else ""
+        ),
+        highlight=False,
+    )
 
 
 @cli.command("judge")

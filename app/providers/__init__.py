@@ -12,13 +12,11 @@ from ingest.embed import Embedder
 
 
 def get_provider(settings: Settings, embedder: Embedder) -> Provider:
-    kind = resolve_llm(settings)
-    if kind == "extractive":
-        from app.providers.extractive import ExtractiveProvider
-
-        return ExtractiveProvider(embedder)
     from app.providers.extractive import ExtractiveProvider
 
+    kind = resolve_llm(settings)
+    if kind == "extractive":
+        return ExtractiveProvider(embedder)
     chat: ChatProvider
     if kind == "openai":
         from app.providers.openai import OpenAIProvider

@@ -114,13 +114,13 @@ class ExtractiveProvider(Provider):
         asked = list(sides) if sides else split
         return Reading(question, listing, asked, sides, about, name, candidates)
 
-    def features(self, query: Query, reading: Reading) -> tuple[np.ndarray, np.ndarray]:
-        """The cheap and the full features of every candidate for the whole question: what
-        training reads, with every sentence embedded."""
+    def features(self, query: Query, reading: Reading) -> np.ndarray:
+        """The full features of every candidate for the whole question (the cheap ones lead
+        them): what training reads, with every sentence embedded."""
         cands = [c.described() for c in reading.candidates]
         cheap = cheap_features(reading.question, query.asked_words, cands)
         cosine = self._embed(reading.candidates) @ self._vector(query, reading, reading.question)
-        return cheap, full_features(cheap, cosine, cands)
+        return full_features(cheap, cosine, cands)
 
     def evidence(
         self, query: Query, sources: list[Source], per_source: int = 2, total: int = 4

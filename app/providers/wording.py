@@ -93,7 +93,8 @@ def format_sources(
 
 
 def is_refusal(text: str) -> bool:
-    return bool(_REFUSAL.search(text))
+    """Whether a text refuses: the refusal sentence, or that no abstract mentions the name."""
+    return bool(_REFUSAL.search(text)) or is_not_mentioned(text)
 
 
 def not_stated(source: Source, what: str, name: str = "") -> str:
