@@ -96,6 +96,17 @@ class Problem(BaseModel):
     line: int | None = None
     reason: str
 
+    @field_validator("file", "reason")
+    @classmethod
+    def _writable(cls, text: str) -> str:
+        """Bytes that were not UTF-8 (kept as surrogates while reading) shown as escapes
+        ("\\xc7"): a report quotes a broken file's text, and must still be written as JSON."""
+        try:
+            raw = text.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:  # a surrogate no undecodable byte made
+            return text.encode("utf-8", "backslashreplace").decode("utf-8")
+        return raw.decode("utf-8", "backslashreplace")
+
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line is not None else self.file
         return f"{where}: {self.reason}"

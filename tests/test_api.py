@@ -137,6 +137,10 @@ def test_ingest_needs_the_token_names_bad_lines_and_adds_nothing_twice(
     wrong = api.post("/ingest", files=upload, headers={"Authorization": "Bearer nope"})
     assert wrong.status_code == 401
     auth = {"Authorization": f"Bearer {TOKEN}"}
+    # an empty format is no format (the schema's enum refuses it): named, and nothing read
+    blank = api.post("/ingest", files=upload, data={"format": ""}, headers=auth)
+    assert blank.status_code == 422 and blank.json()["detail"][0]["loc"] == ["body", "format"]
+    assert "format is empty" in blank.text and api.get("/stats").json()["chunks"] == before
     report = IngestReport.model_validate(api.post("/ingest", files=upload, headers=auth).json())
     assert (report.papers, report.added) == (1, 1)
     assert [(p.file, p.line) for p in report.skipped] == [("mine.jsonl", 2)]

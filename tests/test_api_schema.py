@@ -25,7 +25,7 @@ def schemathesis(url: str, workdir: Path, *args: str) -> str:
     """`st run` over the server's /openapi.json with every check and a fixed seed; its output,
     whose summary is printed."""
     command = [
-        str(ST), "run", f"{url}/openapi.json", "--checks", "all", "--seed", "20240601",
+        str(ST), "run", f"{url}/openapi.json", "--checks", "all", "--seed", "20261201",
         "--generation-database", "none", "--workers", "1", "--no-color",
         # Hypothesis' too_slow check times the generator, not the server: on a loaded 2-core
         # machine it failed a fresh clone's make test (POST /ask, 602 cases all passed). Timing
@@ -43,12 +43,12 @@ def test_the_server_answers_as_its_schema_says(index: Path, tmp_path: Path) -> N
     log = tmp_path / "serve.log"
     with api_server(index, log, AQA_API_TOKEN=TOKEN) as url:
         schema = httpx.get(f"{url}/openapi.json").json()
-        out = schemathesis(url, tmp_path, "--max-examples", "8",
+        out = schemathesis(url, tmp_path, "--max-examples", "30",
                            "-H", f"Authorization: Bearer {TOKEN}")  # fmt: skip
     assert f"Tested: {len(schema['paths'])}" in out and "No issues found" in out
     generated = re.search(r"(\d+) generated", out)
-    paths = len(schema["paths"])  # a few dozen to a hundred-odd requests per route
-    assert generated and 30 * paths <= int(generated[1]) <= 150 * paths, generated
+    paths = len(schema["paths"])  # a few dozen to a couple of hundred requests per route
+    assert generated and 30 * paths <= int(generated[1]) <= 300 * paths, generated
     served = log.read_text()
     assert '"POST /ingest HTTP/1.1" 200' in served and '"POST /ingest HTTP/1.1" 401' in served
 

@@ -733,3 +733,19 @@ def test_labelling_that_a_write_overlaps_is_done_again(settings: Settings, tmp_p
     second = ingest([bib], settings)
     assert len(second.merged) == 1 and second.added == second.updated == 0
     assert chunks.identified and Index(settings).stats().papers == 2
+
+
+@pytest.mark.parametrize("forced", ["zotero-csv", "csv", "sample", "jsonl"])
+def test_a_report_on_bytes_that_are_not_utf8_is_written_as_json(
+    tmp_path: Path, forced: str
+) -> None:
+    # found by schemathesis: a PNG uploaded as Zotero CSV made POST /ingest fail with a 500,
+    # its report quoting the undecodable header as surrogates that JSON cannot hold
+    path = tmp_path / "files.png"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\xc7\xd8IHDR,abc\r\n\xe9\xff,x\r\n")
+    result = read_paths([path], forced=forced)  # type: ignore[arg-type]
+    problems = [*result.skipped, *result.warnings]
+    assert problems and all(p.file == str(path) and p.line for p in problems)
+    report = IngestReport(skipped=result.skipped, warnings=result.warnings).model_dump_json()
+    if forced.endswith("csv"):  # the header it could not use, its bytes shown as escapes
+        assert "(columns: \\\\x89png)" in report

@@ -294,6 +294,17 @@ Upload = Annotated[UploadFile, WithJsonSchema(BINARY)]
 Uploads = Annotated[list[Upload], File(min_length=1, description="Corpus files to read.")]
 
 
+async def no_blank_format(request: Request) -> None:
+    """FastAPI reads an empty form field as absent, so ``format=`` would quietly mean `auto`;
+    the schema's enum refuses it, and so does the server (a 422 naming the field)."""
+    if (await request.form()).get("format") == "":
+        raise RequestValidationError(
+            [{"loc": ("body", "format"), "type": "enum", "input": "",
+              "msg": "format is empty: give one of the formats listed, or leave the field "
+              "out (or send `auto`) to tell each file's format by its name and content."}]
+        )  # fmt: skip
+
+
 def write_guard(settings: Settings) -> tuple[list[Any], tuple[Documented, ...]]:
     """The writing routes' dependencies (ingest, feedback) and the refusals they document: the
     bearer token when one is set (only then does the schema declare the scheme), none on
@@ -455,7 +466,7 @@ def create_app(
 
     @api.post(
         "/ingest",
-        dependencies=guard,
+        dependencies=[*guard, Depends(no_blank_format)],
         responses=responses(
             IndexMismatchError, StoreUnreachableError, ConfigError, *BODY, *refusals
         ),
