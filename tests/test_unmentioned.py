@@ -67,4 +67,5 @@ def test_the_command_line_says_so_and_lists_the_related_papers(sample_settings: 
     assert data["answer"] == "No indexed abstract mentions Quokka-SGD."
     shown = run("ask", question, AQA_DATA_DIR=str(sample_settings.data_dir)).stdout
     assert "Related papers (none mentions it):" in shown
-    assert shown.count(" - h") == 3  # three related papers, each with its id
+    related = [s["paper_id"] for s in data["sources"][:3]]
+    assert len(related) == 3 and all(f" - {paper}\n" in shown for paper in related)

@@ -388,16 +388,16 @@ def train_command(
     if as_json:
         typer.echo(report.model_dump_json(indent=2))
         return
+    ranked = f"{report.train.first:.3f} of training questions"
+    if report.held and report.cosine_alone:
+        ranked += (
+            f", {report.held.first:.3f} held out "
+            f"(MiniLM similarity alone: {report.cosine_alone.first:.3f})"
+        )
     out.print(
         f"{report.trained_on} questions trained on, {report.held_out} held out "
-        f"({report.rows} candidate sentences), in {report.seconds:.0f} s. Ranked first a fact: "
-        f"{report.train.first:.3f} of training questions"
-        + (
-            f", {report.held.first:.3f} held out (MiniLM similarity alone: "
-            f"{report.cosine_alone.first:.3f})"
-            if report.held and report.cosine_alone
-            else ""
-        ),
+        f"({report.rows} candidate sentences), in {report.seconds:.0f} s. "
+        f"Ranked first a fact: {ranked}",
         highlight=False,
     )
 
