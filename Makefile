@@ -102,6 +102,7 @@ CORPUS      ?= ../shared/data/ml-abstracts.jsonl.gz
 train: install
 	AQA_DATA_DIR=$(TRAIN_INDEX) $(BIN)/abstract-qa ingest $(CORPUS)
 	AQA_DATA_DIR=$(TRAIN_INDEX) $(BIN)/abstract-qa train data/train/questions.jsonl --seed 37
+	AQA_DATA_DIR=$(TRAIN_INDEX) $(BIN)/abstract-qa train-columns data/train/tables.jsonl --seed 37
 
 lint: install-dev
 	$(BIN)/ruff check .

@@ -13,9 +13,19 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from app.engine.service import QAService
     from app.fronts.langchain_adapters import as_retriever, as_runnable
-    from core.models import Answer, FeedbackRecord, Rating, Source
+    from core.models import Answer, FeedbackRecord, Rating, Source, Table
 
-__all__ = ["Answer", "QAService", "as_retriever", "as_runnable", "ask", "rate", "related"]
+__all__ = [
+    "Answer",
+    "QAService",
+    "Table",
+    "as_retriever",
+    "as_runnable",
+    "ask",
+    "rate",
+    "related",
+    "table",
+]
 
 
 @lru_cache(maxsize=1)
@@ -37,6 +47,30 @@ def ask(question: str, **options: Any) -> Answer:
     return _service().ask(question, **options)
 
 
+def table(
+    topic: str | None = None,
+    columns: list[str] | tuple[str, ...] = (),
+    *,
+    papers: list[str] | tuple[str, ...] = (),
+    rows: int = 10,
+    **filters: Any,
+) -> Table:
+    """An evidence table: each of ``columns`` (short questions: "dataset", "main result") asked
+    of every paper, the rows being ``topic``'s most relevant ``rows`` papers or the ``papers``
+    ids given. Each cell is the span of that paper's abstract that answers, its sentence, a
+    confidence, or "not stated". Filters as for `ask` (``year_from``, ``venue``, ...)."""
+    from core.models import Filters, TableRequest
+
+    request = TableRequest(
+        topic=topic,
+        columns=list(columns),
+        papers=list(papers),
+        rows=rows,
+        filters=Filters.given(**filters),
+    )
+    return _service().table(request)
+
+
 def related(paper_id: str, k: int = 5) -> list[Source]:
     """The ``k`` papers nearest to ``paper_id`` ("more like this"), as numbered sources."""
     return _service().related(paper_id, k)
@@ -55,10 +89,10 @@ def __getattr__(name: str) -> Any:
         from app.engine.service import QAService
 
         return QAService
-    if name == "Answer":
-        from core.models import Answer
+    if name in ("Answer", "Table"):
+        from core import models
 
-        return Answer
+        return getattr(models, name)
     if name in ("as_retriever", "as_runnable"):  # the LangChain front, loaded only when asked
         from app.fronts import langchain_adapters
 

@@ -45,6 +45,7 @@ def used_papers() -> set[str]:
             if line.strip():
                 record = json.loads(line)
                 used.update(record.get("gold", []))
+                used.update(record.get("papers", []))  # an evidence table's rows
                 if "id" in record and "abstract" in record:
                     used.add(record["id"])
     if HELDOUT.exists():

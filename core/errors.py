@@ -31,12 +31,20 @@ class PaperNotFoundError(InputError):
     http_status = 404
     exit_code = 3
 
-    def __init__(self, paper_id: str) -> None:
+    def __init__(self, paper_id: str, *more: str) -> None:
+        ids = ", ".join(repr(p) for p in (paper_id, *more))
         super().__init__(
-            f"No paper with id {paper_id!r} in the index: use an id as `ask --json` or "
-            "`stats` shows it."
+            f"No paper with id {ids} in the index: use an id as `ask --json` or `stats` shows it."
         )
         self.paper_id = paper_id
+
+
+class NoMatchError(InputError):
+    """No indexed paper matches a topic (an evidence table's rows)."""
+
+    code = "no_matching_paper"
+    http_status = 404
+    exit_code = 3
 
 
 class StoreError(AQAError):
@@ -103,6 +111,7 @@ class ModelFileError(ConfigError):
 ERRORS: tuple[type[AQAError], ...] = (
     InputError,
     PaperNotFoundError,
+    NoMatchError,
     IndexNotFoundError,
     EmptyIndexError,
     IndexMismatchError,

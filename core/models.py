@@ -540,3 +540,97 @@ class TrainQuestion(EvalQuestion):
     )
     asked: str | None = Field(default=None, description="The detail a not-stated question asks.")
     batch: str | None = Field(default=None, description="The annotator's packet it came from.")
+
+
+MAX_COLUMN_CHARS = 200
+MAX_COLUMNS = 12
+MAX_TABLE_ROWS = 200
+
+
+class TableRequest(BaseModel):
+    """What an evidence table is asked for: its rows (a topic searched, or paper ids) and its
+    columns. The HTTP `POST /table` body and the MCP `table` tool's arguments. A blank or
+    repeated column, or neither a topic nor ids, is refused by the service (a 400)."""
+
+    # strict as `AskRequest` is: a number is not a topic, a boolean not a row count
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    topic: str | None = Field(
+        default=None,
+        max_length=2000,
+        description="A question or keywords: its most relevant papers are the rows.",
+        examples=["contrastive learning for speech"],
+    )
+    papers: list[Annotated[str, Field(min_length=1, max_length=500)]] = Field(
+        default_factory=list,
+        max_length=MAX_TABLE_ROWS,
+        description="Paper ids to use as the rows, in this order (instead of a topic's papers).",
+    )
+    columns: list[Annotated[str, Field(min_length=1, max_length=MAX_COLUMN_CHARS)]] = Field(
+        min_length=1,
+        max_length=MAX_COLUMNS,
+        description="Short questions asked of every paper, one column each.",
+        examples=[["dataset", "main result"]],
+    )
+    rows: int = Field(
+        default=10, ge=1, le=MAX_TABLE_ROWS, description="How many papers a topic gives."
+    )
+    filters: Filters = Field(default_factory=Filters, description="Limit a topic's papers.")
+
+    @field_validator("rows", mode="before")
+    @classmethod
+    def _whole(cls, value: object) -> object:
+        """10.0 as the integer 10, as JSON Schema reads it (a strict int takes no float)."""
+        return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+class TableCell(BaseModel):
+    """One paper's answer to one column: the shortest span that answers, the sentence of the
+    abstract it came from, or "not stated"."""
+
+    column: str
+    text: str = Field(description="The answering span; 'not stated' when the abstract does not.")
+    quote: str = Field(description="The abstract's sentence the span came from ('' if none).")
+    stated: bool = Field(description="False when the abstract does not give what the column asks.")
+    confidence: float = Field(ge=0, le=1, description="How likely the quote states what is asked.")
+    start: int | None = Field(
+        default=None, description="Where the quote starts in the row's `abstract` text."
+    )
+    end: int | None = None
+    flagged: bool = Field(
+        default=False,
+        description="A model's quote that does not occur in the abstract (made 'not stated').",
+    )
+
+
+class TableRow(Linked):
+    """A paper of the table, with its cells in column order."""
+
+    paper_id: str
+    title: str
+    authors: list[str] = Field(default_factory=list)
+    year: int | None = None
+    venue: str | None = None
+    decision: str | None = None
+    url: str | None = None
+    abstract: str = Field(description="The abstract as plain text; quotes are cut from it.")
+    relevance: float | None = Field(
+        default=None, description="The paper's relevance to the topic (None for ids given)."
+    )
+    cells: list[TableCell] = Field(default_factory=list)
+
+
+class Table(BaseModel):
+    """An evidence table: the same questions asked of many papers (`table()`, `POST /table`)."""
+
+    topic: str | None = None
+    columns: list[str]
+    rows: list[TableRow] = Field(default_factory=list)
+    suggested_columns: list[str] = Field(
+        default_factory=list, description="Columns this topic's papers often answer; not filled."
+    )
+    filters: Filters = Field(default_factory=lambda: Filters())
+    provider: str = "extractive"
+    model: str | None = None
+    complete: bool = Field(default=True, description="False when stopped before every row.")
+    timings: dict[str, float] = Field(default_factory=dict)

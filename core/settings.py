@@ -119,6 +119,9 @@ class Settings(BaseSettings):
         default=0.7, ge=0.0, le=1.0, description="Weight of the dense side in the fusion."
     )
     top_k: int = Field(default=5, ge=1, le=100, description="Papers retrieved per question.")
+    table_workers: int = Field(
+        default=4, ge=1, le=32, description="Rows of an evidence table a chat model fills at once."
+    )
     listing_top_k: int = Field(
         default=10,
         ge=1,

@@ -18,7 +18,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, TextContent, TextResourceContents
 
 from app.fronts.mcp_server import create_server
-from core.models import Answer, FeedbackRecord, IndexStats, Paper, Source
+from core.models import Answer, FeedbackRecord, IndexStats, Paper, Source, Table
 from ingest.read import read_paths
 from store.feedback import FeedbackStore
 from tests.conftest import EXE, ROOT, SAMPLE, assert_citations_real, paper_id_containing
@@ -57,6 +57,13 @@ async def one_session(data_dir: Path) -> dict[str, Any]:
                 "search", {"question": "federated learning", "k": 4, "filters": year_2024}
             ),
             "paper": await session.call_tool("get_paper", {"paper_id": dasha}),
+            "table": await session.call_tool(
+                "table",
+                {"topic": "federated learning", "columns": ["dataset", "main result"], "rows": 3},
+            ),
+            "bad_table": await session.call_tool(
+                "table", {"papers": ["no-such-paper"], "columns": ["dataset"]}
+            ),
             "missing": await session.call_tool("get_paper", {"paper_id": "no-such-paper"}),
             "refused": await session.call_tool("ask", {"question": "What do honeybees eat?"}),
             "templates": await session.list_resource_templates(),
@@ -107,7 +114,7 @@ def text_of(contents: Any) -> str:
 def test_an_assistant_asks_searches_and_reads_a_paper(seen: dict[str, Any]) -> None:
     dasha = paper_id_containing(DASHA)
     by_name = {t.name: t for t in seen["tools"].tools}
-    assert set(by_name) == {"ask", "search", "get_paper", "feedback"}
+    assert set(by_name) == {"ask", "search", "table", "get_paper", "feedback"}
     ask_schema = by_name["ask"].input_schema
     assert ask_schema["required"] == ["question"]
     assert "description" in ask_schema["properties"]["question"]
@@ -126,6 +133,18 @@ def test_an_assistant_asks_searches_and_reads_a_paper(seen: dict[str, Any]) -> N
     missing = seen["missing"]
     assert missing.is_error and "No paper with id" in missing.content[0].text
     assert Answer.model_validate(seen["refused"].structured_content).abstained
+
+
+@served
+def test_an_assistant_fills_an_evidence_table(seen: dict[str, Any]) -> None:
+    table = Table.model_validate(seen["table"].structured_content)
+    assert table.columns == ["dataset", "main result"] and 1 <= len(table.rows) <= 3
+    for row in table.rows:
+        assert [c.column for c in row.cells] == table.columns
+        for cell in row.cells:  # a stated cell quotes its own paper's abstract
+            assert not cell.stated or (cell.quote and cell.quote in row.abstract)
+    bad = seen["bad_table"]
+    assert bad.is_error and "no-such-paper" in bad.content[0].text
 
 
 @served

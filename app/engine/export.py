@@ -1,5 +1,5 @@
-"""Answers taken out: Markdown for notes, BibTeX and CSL-JSON for a reference manager, JSON as
-the API gives an `Answer`.
+"""Answers and evidence tables taken out: Markdown for notes, BibTeX and CSL-JSON for a reference
+manager, JSON as the API gives an `Answer` (or a `Table`), CSV and Excel for a table.
 
 BibTeX is written with bibtexparser (the library ingest reads it with), keys author-year-word
 made unique; each entry carries the paper's id (``abstractqa-id``), so that the file ingests
@@ -8,6 +8,8 @@ back into the same papers.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 import unicodedata
@@ -15,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Literal, get_args
 
 from core.errors import InputError
-from core.models import Answer, Paper
+from core.models import Answer, Paper, Table, TableRow
 from core.text import FUNCTION_WORDS, plain_text
 from ingest.schemas import ID_FIELD
 
@@ -181,3 +183,134 @@ def _csl_name(name: str) -> dict[str, str]:
     if len(parts) < 2:
         return {"literal": name}
     return {"family": parts[-1], "given": " ".join(parts[:-1])}
+
+
+# --- evidence tables ---------------------------------------------------------------------------
+
+TableFormat = Literal["csv", "markdown", "xlsx", "json", "bibtex"]
+TABLE_FORMATS: tuple[TableFormat, ...] = get_args(TableFormat)
+TABLE_SUFFIXES: dict[str, TableFormat] = {
+    ".csv": "csv",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".xlsx": "xlsx",
+    ".json": "json",
+    ".bib": "bibtex",
+}
+TABLE_MEDIA_TYPES: dict[TableFormat, str] = {
+    "csv": "text/csv; charset=utf-8",
+    "markdown": "text/markdown; charset=utf-8",
+    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "json": "application/json",
+    "bibtex": "application/x-bibtex; charset=utf-8",
+}
+ROW_FIELDS = ("paper_id", "title", "authors", "year", "venue", "url")
+
+
+def table_format_for(filename: str) -> TableFormat:
+    """The table export format a file's name asks for."""
+    name = filename.lower()
+    for suffix, fmt in TABLE_SUFFIXES.items():
+        if name.endswith(suffix):
+            return fmt
+    raise InputError(
+        f"cannot tell the table format of {filename!r}: end its name in "
+        + ", ".join(TABLE_SUFFIXES)
+    )
+
+
+def export_table(table: Table, fmt: TableFormat) -> bytes:
+    """The table as a file's bytes: CSV and Excel a line per paper (each column's answer, then
+    its quote and confidence), Markdown the answers, JSON the record, BibTeX the rows' papers."""
+    if fmt == "json":
+        return table.model_dump_json(indent=2).encode()
+    if fmt == "bibtex":
+        return bibtex([row_paper(r) for r in table.rows]).encode()
+    if fmt == "markdown":
+        return table_markdown(table).encode()
+    grid = table_grid(table)
+    if fmt == "xlsx":
+        return _xlsx(grid)
+    out = io.StringIO()
+    csv.writer(out).writerows(grid)
+    return out.getvalue().encode()
+
+
+def table_grid(table: Table) -> list[list[object]]:
+    """The table as a header and a line per paper: its metadata, then for each column the
+    answer, the quote and the confidence."""
+    header: list[object] = [*ROW_FIELDS]
+    for column in table.columns:
+        header += [column, f"{column} (quote)", f"{column} (confidence)"]
+    lines: list[list[object]] = [header]
+    for row in table.rows:
+        line: list[object] = [
+            row.paper_id,
+            row.title,
+            "; ".join(row.authors),
+            row.year or "",
+            row.venue or "",
+            row.url or "",
+        ]
+        for cell in row.cells:
+            line += [cell.text, cell.quote, cell.confidence]
+        lines.append(line)
+    return lines
+
+
+def _xlsx(grid: list[list[object]]) -> bytes:
+    from openpyxl import Workbook
+
+    book = Workbook()
+    sheet = book.active
+    assert sheet is not None  # a new workbook has its one sheet
+    sheet.title = "table"
+    for line in grid:
+        sheet.append([_cell_value(v) for v in line])
+    out = io.BytesIO()
+    book.save(out)
+    return out.getvalue()
+
+
+def _cell_value(value: object) -> object:
+    """What a spreadsheet cell may hold: text that starts like a formula is kept as text."""
+    if isinstance(value, str):
+        value = "".join(c for c in value if c.isprintable() or c in "\t\n")
+        return f"'{value}" if value[:1] in ("=", "+", "-", "@") else value
+    return value
+
+
+def table_markdown(table: Table) -> str:
+    """A Markdown table: a line per paper (its title linked), a column per question; "not
+    stated" in italics."""
+
+    def esc(text: str) -> str:
+        return " ".join(text.replace("\\", "\\\\").replace("|", "\\|").split())
+
+    head = ["Paper", *table.columns]
+    parts = []
+    if table.topic:
+        parts += [f"## {esc(table.topic)}", ""]
+    parts += ["| " + " | ".join(esc(h) for h in head) + " |", "|" + "---|" * len(head)]
+    for row in table.rows:
+        where = ", ".join(str(x) for x in (row.venue, row.year) if x)
+        name = f"[{esc(row.title)}]({row.url})" if row.url else esc(row.title)
+        cells = [esc(c.text) if c.stated else "_not stated_" for c in row.cells]
+        parts.append("| " + " | ".join([f"{name} ({where})" if where else name, *cells]) + " |")
+    return "\n".join(parts) + "\n"
+
+
+def row_paper(row: TableRow) -> Paper:
+    """A row as the paper it shows (for BibTeX)."""
+    return Paper(
+        paper_id=row.paper_id,
+        title=row.title,
+        abstract=row.abstract,
+        authors=row.authors,
+        year=row.year,
+        venue=row.venue,
+        url=row.url,
+        decision=row.decision,
+        doi=row.doi,
+        arxiv_id=row.arxiv_id,
+    )

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from app.engine.count import count_papers, describe
 from app.engine.relevance import relevance, relevance_threshold, typicality
 from app.engine.retrieve import Retriever, merge_hits, to_sources
+from app.engine.table import CellFiller, fill_rows, row_of, suggest
 from app.providers import Provider, get_provider
-from app.providers.base import History
+from app.providers.base import ChatProvider, History
 from app.providers.wording import (
     CANNOT_ANSWER,
     check_citations,
@@ -37,8 +38,26 @@ from app.query.question import (
     name_candidates,
 )
 from app.query.record import Query
-from core.errors import EmptyIndexError, IndexNotFoundError, InputError, PaperNotFoundError
-from core.models import Answer, Feedback, FeedbackRecord, Filters, Mode, Paper, Source, Usage
+from core.errors import (
+    EmptyIndexError,
+    IndexNotFoundError,
+    InputError,
+    NoMatchError,
+    PaperNotFoundError,
+)
+from core.models import (
+    Answer,
+    Feedback,
+    FeedbackRecord,
+    Filters,
+    Mode,
+    Paper,
+    Source,
+    Table,
+    TableRequest,
+    TableRow,
+    Usage,
+)
 from core.settings import Settings, get_settings
 from core.tokens import truncate, words
 from ingest.embed import get_embedder
@@ -64,6 +83,56 @@ def clean_question(question: str) -> str:
     if not question:
         raise InputError("The question is empty: type a question about the papers.")
     return question
+
+
+def checked_request(request: TableRequest) -> TableRequest:
+    """The request with its columns cleaned (control characters and runs of space); a blank or
+    repeated column, or no topic and no ids, is an error naming it."""
+    columns: list[str] = []
+    for n, column in enumerate(request.columns, start=1):
+        text = " ".join("".join(c if c.isprintable() else " " for c in column).split())
+        if not text:
+            raise InputError(f"Column {n} is blank: write the short question it asks ('dataset').")
+        if text.casefold() in (c.casefold() for c in columns):
+            raise InputError(f"Column {n} ({text!r}) is given twice: give each column once.")
+        columns.append(text)
+    if not request.papers and not (request.topic or "").strip():
+        raise InputError("A table needs rows: give a topic to search or paper ids.")
+    return request.model_copy(update={"columns": columns})
+
+
+@dataclass
+class TablePlan:
+    """An evidence table's rows, found and not yet filled: `fill` fills them one by one (stop
+    whenever: the rows filled so far make a partial `result`)."""
+
+    request: TableRequest
+    rows: list[TableRow]
+    filters: Filters
+    filler: CellFiller
+    chat: ChatProvider | None
+    workers: int
+    provider: str
+    model: str | None
+    started: float
+
+    def fill(self) -> Iterator[TableRow]:
+        """Each row with its cells, in order, as soon as it is filled."""
+        return fill_rows(self.rows, self.request.columns, self.filler, self.chat, self.workers)
+
+    def result(self, filled: list[TableRow], complete: bool) -> Table:
+        """The table of the rows filled (all of them, or those filled before a stop)."""
+        return Table(
+            topic=self.request.topic,
+            columns=list(self.request.columns),
+            rows=filled,
+            suggested_columns=suggest(self.request.columns, [r.abstract for r in self.rows]),
+            filters=self.filters,
+            provider=self.provider,
+            model=self.model,
+            complete=complete and len(filled) == len(self.rows),
+            timings={"total": round(time.perf_counter() - self.started, 4)},
+        )
 
 
 class QAService:
@@ -212,6 +281,52 @@ class QAService:
         if paper is None:
             raise PaperNotFoundError(paper_id)
         return paper
+
+    def table(self, request: TableRequest | None = None, **fields: Any) -> Table:
+        """An evidence table: the request's columns asked of each of its papers (a topic's most
+        relevant, or the ids given). ``fields`` build the `TableRequest` when none is given:
+        ``topic``, ``papers``, ``columns``, ``rows``, ``filters``."""
+        plan = self.table_plan(request or TableRequest(**fields))
+        return plan.result(list(plan.fill()), complete=True)
+
+    def table_plan(self, request: TableRequest) -> TablePlan:
+        """The table's rows found (each paper with its metadata, no cell yet), ready to be
+        filled row by row (`TablePlan.fill`): what the fronts stream and can stop."""
+        started = time.perf_counter()
+        request = checked_request(request)
+        at = self.retriever.open()
+        if request.papers:
+            ids = list(dict.fromkeys(request.papers))
+            found = {p: self.retriever.index.paper(p) for p in ids}
+            if missing := [p for p, paper in found.items() if paper is None]:
+                raise PaperNotFoundError(*missing)
+            rows = [row_of(paper) for paper in found.values() if paper is not None]
+            filters = request.filters
+        else:
+            topic = clean_question(request.topic or "")
+            query, _ = self._read(topic, [], request.filters, [], request.rows, "hybrid", {})
+            _, relevant = self._relevant(query, self._retrieve(query, at, {}), at)
+            if not relevant:
+                raise NoMatchError(
+                    f"No indexed paper matches the topic {topic!r}"
+                    + (f" ({query.filters.describe()})" if query.filters.active else "")
+                    + ": try other words, fewer filters, or give paper ids."
+                )
+            papers = [(self.retriever.index.paper(s.paper_id), s.relevance) for s in relevant]
+            rows = [row_of(p, r) for p, r in papers if p is not None]
+            filters = query.filters
+        chat = self.provider if isinstance(self.provider, ChatProvider) else None
+        return TablePlan(
+            request=request,
+            rows=rows,
+            filters=filters,
+            filler=CellFiller(self.embedder),
+            chat=chat,
+            workers=self.settings.table_workers,
+            provider=self.provider.name,
+            model=self.provider.model,
+            started=started,
+        )
 
     def _read(
         self,

@@ -24,9 +24,10 @@ from pydantic import BaseModel
 
 from app.engine.service import QAService
 from app.evaluation.harness import known_paper_ids, load_questions, normalise
+from app.evaluation.tables import GoldTable, holds, load_tables
 from app.providers.extractive import Candidate, ExtractiveProvider
 from app.providers.selector import CHEAP, FULL, Logistic, Selector
-from core.errors import InputError
+from core.errors import InputError, ModelFileError
 from core.models import TrainQuestion
 
 REGULARISATION = 1.0  # scikit-learn's C: its default, not tuned
@@ -173,6 +174,7 @@ def train(
     selector = Selector(
         cheap=fit(x_cheap, y, w, seed),
         full=fit(x_full, y, w, seed),
+        column=_current_column(out),
         meta={
             "questions": str(questions_file.name),
             "trained_on": len(kept),
@@ -198,4 +200,84 @@ def train(
         train=ranked(kept, selector.full.probability),
         held=ranked(held, selector.full.probability) if held else None,
         cosine_alone=ranked(held, lambda x: x[:, column]) if held else None,
+    )
+
+
+def _current_column(path: Path) -> Logistic:
+    """The column stage of the selector at ``path`` (kept when the answer stages are retrained;
+    `train_columns` retrains it), or an untrained one that copies nothing and scores 0.5."""
+    if path.exists():
+        try:
+            return Selector.load(path).column
+        except ModelFileError:
+            pass
+    n = len(FULL)
+    return Logistic(np.zeros(n), np.ones(n), np.zeros(n), 0.0)
+
+
+class ColumnReport(BaseModel):
+    tables: int
+    cells: int
+    rows: int
+    seconds: float
+    first: float  # of the stated cells, the first sentence states the fact (training tables)
+
+
+def column_rows(
+    service: QAService, tables: list[GoldTable]
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Each annotated cell as the table fills it (its paper alone, the column read once): the
+    features of every sentence of the abstract, labelled 1 for the sentence that states it."""
+    from app.engine.table import CellFiller, row_of
+
+    filler = CellFiller(service.embedder)
+    features, labels = [], []
+    for table in tables:
+        asked = filler.read(table.columns)
+        for paper_id in table.papers:
+            row = row_of(service.paper(paper_id))
+            scored = filler.features(row, asked)
+            for cell in (c for c in table.cells if c.paper == paper_id):
+                spans, x = scored[table.columns.index(cell.column)]
+                if not spans:
+                    continue
+                said = normalise(cell.evidence or "")
+                y = [
+                    float(
+                        cell.stated
+                        and (
+                            normalise(row.abstract[a:b]) == said
+                            or holds(row.abstract[a:b], cell.facts)
+                        )
+                    )
+                    for a, b in spans
+                ]
+                features.append(x)
+                labels.append(np.asarray(y))
+    return features, labels
+
+
+def train_columns(
+    service: QAService, tables_file: Path, out: Path, *, seed: int = 37
+) -> ColumnReport:
+    """Fit the selector's column stage on annotated tables and write it into ``out`` (its
+    answer stages kept as they are)."""
+    started = time.perf_counter()
+    tables = load_tables(tables_file)
+    features, labels = column_rows(service, tables)
+    if not features:
+        raise InputError(f"{tables_file}: no annotated cell to fit on.")
+    weights = [np.full(len(y), 1.0 / len(y)) for y in labels]
+    x, y, w = np.vstack(features), np.concatenate(labels), np.concatenate(weights)
+    current = Selector.load(out)
+    column = fit(x, y, w, seed)
+    meta = dict(current.meta) | {"tables": tables_file.name, "table_cells": len(labels)}
+    Selector(current.cheap, current.full, column, meta).save(out)
+    scored = measure([column.probability(f) for f in features], labels)
+    return ColumnReport(
+        tables=len(tables),
+        cells=len(labels),
+        rows=len(y),
+        seconds=round(time.perf_counter() - started, 1),
+        first=scored.first,
     )

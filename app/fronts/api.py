@@ -39,8 +39,13 @@ from app.engine.export import (
     EXPORT_FORMATS,
     MEDIA_TYPES,
     SUFFIXES,
+    TABLE_FORMATS,
+    TABLE_MEDIA_TYPES,
+    TABLE_SUFFIXES,
     ExportFormat,
+    TableFormat,
     export,
+    export_table,
 )
 from app.engine.service import QAService
 from core.errors import (
@@ -49,6 +54,7 @@ from core.errors import (
     ConfigError,
     IndexMismatchError,
     InputError,
+    NoMatchError,
     PaperNotFoundError,
     ProviderError,
     StoreError,
@@ -65,6 +71,8 @@ from core.models import (
     Mode,
     Paper,
     Source,
+    Table,
+    TableRequest,
 )
 from core.settings import Settings, get_settings
 from ingest.schemas import FormatName
@@ -119,6 +127,23 @@ EXPORT_SCHEMAS: dict[ExportFormat, dict[str, Any]] = {
 def exported(formats: tuple[ExportFormat, ...], what: str) -> dict[int | str, dict[str, Any]]:
     """The documented 200 of an export route: one media type per format."""
     content = {MEDIA_TYPES[f].split(";")[0]: {"schema": EXPORT_SCHEMAS[f]} for f in formats}
+    return {200: {"description": what, "content": content}}
+
+
+TABLE_SCHEMAS: dict[TableFormat, dict[str, Any]] = {
+    "csv": {"type": "string"},
+    "markdown": {"type": "string"},
+    "xlsx": {"type": "string", "format": "binary"},
+    "json": {"$ref": "#/components/schemas/Table"},
+    "bibtex": {"type": "string"},
+}
+
+
+def tabled(what: str) -> dict[int | str, dict[str, Any]]:
+    """The documented 200 of the table export: one media type per format."""
+    content = {
+        TABLE_MEDIA_TYPES[f].split(";")[0]: {"schema": TABLE_SCHEMAS[f]} for f in TABLE_FORMATS
+    }
     return {200: {"description": what, "content": content}}
 
 
@@ -434,6 +459,55 @@ def create_app(
         check(request)
         answer = qa.ask(request.question, **request.options())
         return download(export([answer], format, qa.paper, all_sources), format, "answer")
+
+    tabling = responses(InputError, PaperNotFoundError, NoMatchError, *INDEX, ProviderError, *BODY)
+
+    @api.post("/table", responses=tabling)
+    def table(request: TableRequest) -> Table:
+        """An evidence table: each column (a short question: "dataset", "main result") asked of
+        every row's paper, the rows being the topic's most relevant `rows` papers or the
+        `papers` ids given. Each cell is the span of that paper's own abstract that answers,
+        the sentence it came from (`quote`, with its offsets in the row's `abstract`) and a
+        `confidence`, or "not stated" (`stated` false). Also `suggested_columns`."""
+        return qa.table(request)
+
+    @api.post("/table/stream", response_class=EventSourceResponse, responses=tabling)
+    def table_stream(request: TableRequest) -> EventSourceResponse:
+        """Server-sent events: a `row` event (a `TableRow` as JSON) as each row is filled,
+        then `table` (the whole `Table`). A failure after the first row is an `error` event."""
+        plan = qa.table_plan(request)
+
+        def events() -> Iterator[dict[str, str]]:
+            filled = []
+            try:
+                for row in plan.fill():
+                    filled.append(row)
+                    yield {"event": "row", "data": row.model_dump_json()}
+                yield {"event": "table", "data": plan.result(filled, True).model_dump_json()}
+            except AQAError as exc:
+                body = ErrorBody(detail=str(exc), error=exc.code)
+                yield {"event": "error", "data": body.model_dump_json()}
+
+        return EventSourceResponse(events())
+
+    @api.post(
+        "/table/export",
+        response_model=None,
+        responses=tabled("The table in the format asked for.") | tabling,
+    )
+    def table_export(
+        request: TableRequest,
+        format: Annotated[TableFormat, Query(description="What to write.")] = "csv",
+    ) -> Response:
+        """The table written out: CSV or Excel (a line per paper: its metadata, then each
+        column's answer, quote and confidence), Markdown, the `Table` as JSON, or BibTeX of the
+        rows' papers."""
+        suffix = next(s for s, f in TABLE_SUFFIXES.items() if f == format)
+        return Response(
+            export_table(qa.table(request), format),
+            media_type=TABLE_MEDIA_TYPES[format],
+            headers={"Content-Disposition": f'attachment; filename="table{suffix}"'},
+        )
 
     @api.post(
         "/feedback",

@@ -11,6 +11,7 @@ from pathlib import Path
 import typer
 from pydantic import SecretStr
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TimeRemainingColumn
 from rich.table import Table
 
@@ -24,6 +25,7 @@ from core.models import (
     Rating,
     TrainQuestion,
 )
+from core.models import Table as EvidenceTable
 from core.settings import Settings, get_settings
 from ingest.schemas import LABELS
 
@@ -289,6 +291,95 @@ def related_command(
         )
 
 
+@cli.command("table")
+def table_command(
+    topic: str | None = typer.Argument(None, help="A question or keywords: its papers are rows."),
+    column: list[str] = typer.Option(
+        ..., "--column", help='A short question asked of every paper, e.g. "dataset" (repeat).'
+    ),
+    paper: list[str] | None = typer.Option(
+        None, "--paper", help="A paper id to use as a row (repeat); instead of a topic."
+    ),
+    rows: int = typer.Option(10, "--rows", min=1, max=200, help="How many papers a topic gives."),
+    year_from: int | None = typer.Option(None, "--year-from", help="Earliest year."),
+    year_to: int | None = typer.Option(None, "--year-to", help="Latest year."),
+    venue: list[str] | None = typer.Option(None, "--venue", help="Venue (repeatable)."),
+    decision: list[str] | None = typer.Option(None, "--decision", help="Decision (repeatable)."),
+    author: list[str] | None = typer.Option(None, "--author", help="Author (repeatable)."),
+    out_file: Path | None = typer.Option(
+        None, "--out", help="Write the table to this file: .csv, .md, .xlsx, .json or .bib."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the table as JSON."),
+) -> None:
+    """An evidence table: the same short questions (columns) asked of many papers (rows), each
+    cell a quote of that paper's abstract or "not stated". Ctrl-C keeps the rows filled."""
+    from pydantic import ValidationError
+
+    from app.engine.export import export_table, table_format_for
+    from app.engine.service import QAService
+    from core.models import TableRequest, TableRow
+
+    fmt = table_format_for(out_file.name) if out_file is not None else None
+    try:
+        request = TableRequest(
+            topic=topic,
+            columns=column,
+            papers=paper or [],
+            rows=rows,
+            filters=Filters(
+                year_from=year_from,
+                year_to=year_to,
+                venues=venue or [],
+                decisions=decision or [],
+                authors=author or [],
+            ),
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"]) or "input"
+        raise InputError(f"{where}: {first['msg'].removeprefix('Value error, ')}") from None
+    plan = QAService().table_plan(request)
+    filled: list[TableRow] = []
+    complete = True
+    with Progress(
+        "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+        TimeRemainingColumn(), console=err, disable=not sys.stderr.isatty(), transient=True,
+    ) as bar:  # fmt: skip
+        task = bar.add_task("filling rows", total=len(plan.rows))
+        try:
+            for row in plan.fill():
+                filled.append(row)
+                bar.update(task, completed=len(filled))
+        except KeyboardInterrupt:
+            complete = False
+    table = plan.result(filled, complete)
+    if not complete:
+        err.print(f"stopped: {len(filled)} of {len(plan.rows)} rows filled", highlight=False)
+    if out_file is not None and fmt is not None:
+        out_file.write_bytes(export_table(table, fmt))
+        err.print(f"Wrote {out_file} ({fmt}).", highlight=False, markup=False)
+    if as_json:
+        typer.echo(table.model_dump_json(indent=2))
+    elif out_file is None:
+        _print_table(table)
+    if not complete:
+        raise typer.Exit(130)
+
+
+def _print_table(table: EvidenceTable) -> None:
+    grid = Table(show_lines=True)
+    grid.add_column("paper")
+    for column in table.columns:
+        grid.add_column(column)
+    for row in table.rows:
+        meta = ", ".join(str(x) for x in (row.venue, row.year) if x)
+        cells = [escape(c.text) if c.stated else "[dim]not stated[/]" for c in row.cells]
+        grid.add_row(f"{escape(row.title)} ({escape(meta)})\n[dim]{row.paper_id}[/]", *cells)
+    out.print(grid)
+    if table.suggested_columns:
+        out.print("Columns these papers often answer: " + ", ".join(table.suggested_columns))
+
+
 @cli.command("eval")
 def eval_command(
     questions: Path = typer.Argument(..., help="Question file (JSON Lines)."),
@@ -398,6 +489,59 @@ def train_command(
         f"{report.trained_on} questions trained on, {report.held_out} held out "
         f"({report.rows} candidate sentences), in {report.seconds:.0f} s. "
         f"Ranked first a fact: {ranked}",
+        highlight=False,
+    )
+
+
+@cli.command("train-columns")
+def train_columns_command(
+    tables: Path = typer.Argument(
+        Path("data/train/tables.jsonl"), help="Annotated evidence tables (JSON Lines)."
+    ),
+    out_file: Path | None = typer.Option(
+        None, "--out", help="The selector to update (default: the one the package ships)."
+    ),
+    seed: int = typer.Option(37, "--seed"),
+    as_json: bool = typer.Option(False, "--json", help="Print the training report as JSON."),
+) -> None:
+    """Retrain the answer selector's column stage (evidence tables) from annotated tables, over
+    the configured index (which must hold their papers); its answer stages are kept."""
+    from app.engine.service import QAService
+    from app.evaluation.training import train_columns
+    from app.providers.selector import MODEL_FILE
+
+    report = train_columns(QAService(get_settings()), tables, out_file or MODEL_FILE, seed=seed)
+    err.print(f"wrote {out_file or MODEL_FILE}")
+    if as_json:
+        typer.echo(report.model_dump_json(indent=2))
+        return
+    out.print(
+        f"{report.cells} cells of {report.tables} tables ({report.rows} sentences) in "
+        f"{report.seconds:.0f} s; the first sentence states the fact for {report.first:.3f} of "
+        "the stated cells.",
+        highlight=False,
+    )
+
+
+@cli.command("eval-table")
+def eval_table_command(
+    tables: Path = typer.Argument(..., help="Annotated evidence tables (JSON Lines)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Fill annotated evidence tables (their papers as rows) and score every cell: accuracy,
+    "not stated" precision and recall, quotes from another paper."""
+    from app.engine.service import QAService
+    from app.evaluation.tables import load_tables, score_tables
+
+    report = score_tables(QAService(get_settings()), load_tables(tables))
+    if as_json:
+        typer.echo(report.model_dump_json(indent=2))
+        return
+    out.print(
+        f"{report.cells} cells of {report.tables} tables: accuracy {report.accuracy:.3f} "
+        f"(reading the quote: {report.quote_accuracy:.3f}); not stated: precision "
+        f"{report.not_stated_precision:.3f}, recall {report.not_stated_recall:.3f}; quotes from "
+        f"another paper: {report.wrong_paper_quotes}; {report.seconds_per_table:.2f} s a table.",
         highlight=False,
     )
 

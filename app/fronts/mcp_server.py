@@ -1,6 +1,7 @@
 """The MCP server (`abstract-qa mcp`, stdio): assistants and editors ask the index directly.
 
-Tools: `ask` (a cited answer), `search` (the sources only), `get_paper` (one paper by id) and
+Tools: `ask` (a cited answer), `search` (the sources only), `table` (an evidence table: the
+same short questions asked of many papers), `get_paper` (one paper by id) and
 `feedback` (a user's rating of an answer, stored for the evaluation set). Each has typed
 arguments with descriptions and returns the library's model as structured output. The reading
 tools are annotated read-only and closed-world; `ask` is open-world (and not idempotent) when
@@ -28,6 +29,8 @@ from app.engine.service import QAService
 from app.providers import answers_off_machine, embeds_off_machine
 from core.errors import AQAError, InputError, PaperNotFoundError
 from core.models import (
+    MAX_COLUMNS,
+    MAX_TABLE_ROWS,
     Answer,
     Feedback,
     FeedbackRecord,
@@ -37,6 +40,8 @@ from core.models import (
     Paper,
     Rating,
     Source,
+    Table,
+    TableRequest,
 )
 from core.settings import Settings, get_settings
 
@@ -138,6 +143,40 @@ def create_server(
         """The papers (with the passages that matched) an answer would draw on; no answer."""
         with told():
             return qa.search(fits(question), k=k, filters=filters)
+
+    @server.tool(**reads("Tabulate papers", open_world=answers_out))
+    def table(
+        columns: Annotated[
+            list[str],
+            Field(
+                min_length=1,
+                max_length=MAX_COLUMNS,
+                description='Short questions asked of every paper: ["dataset", "main result"].',
+            ),
+        ],
+        topic: Annotated[
+            str | None, Field(description="A question or keywords: its papers are the rows.")
+        ] = None,
+        papers: Annotated[
+            list[str] | None, Field(description="Paper ids to use as rows instead of a topic.")
+        ] = None,
+        rows: Annotated[
+            int, Field(ge=1, le=MAX_TABLE_ROWS, description="Papers a topic gives.")
+        ] = 10,
+        filters: Only = None,
+    ) -> Table:
+        """An evidence table: each column asked of every paper, each cell the span of that
+        paper's own abstract that answers (with its sentence and a confidence) or "not stated"
+        (stated=false). Cite a cell by its row's paper_id."""
+        with told():
+            request = TableRequest(
+                topic=topic,
+                columns=columns,
+                papers=papers or [],
+                rows=rows,
+                filters=filters or Filters(),
+            )
+            return qa.table(request)
 
     @server.tool(**reads("Read a paper"))
     def get_paper(paper_id: PaperId) -> Paper:

@@ -19,6 +19,8 @@ VARIABLES: dict[str, set[str]] = {
     "answer.user": {"sources", "question"},
     "condense.user": {"history", "question"},
     "judge.user": {"sources", "question", "answer"},
+    "table.system": {"not_stated"},
+    "table.user": {"title", "abstract", "columns"},
 }
 
 

@@ -6,7 +6,9 @@ features of the sentence, the question (or the part of it being answered) and it
 `abstract-qa train` (`app.evaluation.training`):
 
 - ``cheap``: without the sentence's embedding, to shortlist the sentences worth embedding;
-- ``full``: with it (cosine similarity to the question, and its rank), to choose.
+- ``full``: with it (cosine similarity to the question, and its rank), to choose;
+- ``column``: the same features, for an evidence table's short column questions asked of one
+  paper alone ("dataset"), trained on annotated tables (`abstract-qa train-columns`).
 
 The weights are a small JSON file shipped in the package (`selector.json`, beside this module),
 with the features' means and scales and what the model was trained on. Scores are calibrated
@@ -61,7 +63,7 @@ CHEAP = (
     "fit_specific",  # fit when the question asks for something specific (not "general")
 )
 FULL = (*CHEAP, "cosine", "cosine_gap", "cosine_rank")
-FEATURES = {"cheap": CHEAP, "full": FULL}
+FEATURES = {"cheap": CHEAP, "full": FULL, "column": FULL}
 
 
 @dataclass(frozen=True)
@@ -161,6 +163,7 @@ class Logistic:
 class Selector:
     cheap: Logistic
     full: Logistic
+    column: Logistic
     meta: dict[str, object]
 
     @classmethod
@@ -186,12 +189,16 @@ class Selector:
             raise ModelFileError(path, "it is missing", REBUILD) from err
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise ModelFileError(path, f"it cannot be read ({err})", REBUILD) from err
-        return cls(stages["cheap"], stages["full"], dict(data.get("trained", {})))
+        return cls(stages["cheap"], stages["full"], stages["column"], dict(data.get("trained", {})))
 
     def save(self, path: Path) -> None:
         stages = {
             stage: {"features": list(FEATURES[stage]), **model.to_json()}
-            for stage, model in (("cheap", self.cheap), ("full", self.full))
+            for stage, model in (
+                ("cheap", self.cheap),
+                ("full", self.full),
+                ("column", self.column),
+            )
         }
         path.write_text(json.dumps({"stages": stages, "trained": self.meta}, indent=1) + "\n")
 

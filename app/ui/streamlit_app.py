@@ -12,6 +12,7 @@ st.set_page_config(page_title="abstract-qa", page_icon=":material/menu_book:", l
 page = st.navigation(
     [
         st.Page(HERE / "views" / "chat.py", title="Ask", icon=":material/forum:", default=True),
+        st.Page(HERE / "views" / "table.py", title="Table", icon=":material/table_view:"),
         st.Page(HERE / "views" / "ingest.py", title="Add papers", icon=":material/upload_file:"),
         st.Page(HERE / "views" / "feedback.py", title="Feedback", icon=":material/thumbs_up_down:"),
     ]
