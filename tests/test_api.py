@@ -3,6 +3,7 @@ streaming included."""
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -237,3 +238,34 @@ def test_a_rating_is_stored_with_the_answer_it_rates(api: httpx.Client, index: P
     assert bad.status_code == 422 and "rating" in bad.text
     unknown = api.post("/feedback", json=body | {"cited": ["no-such-paper"]}, headers=token)
     assert unknown.status_code == 404 and unknown.json()["error"] == "paper_not_found"
+
+
+def test_a_table_over_http_is_the_python_record_and_exports(
+    api: httpx.Client, sample_service: object
+) -> None:
+    from openpyxl import load_workbook
+
+    from core.models import Table
+
+    body = {"topic": "federated learning", "columns": ["dataset", "main result"], "rows": 3}
+    got = api.post("/table", json=body)
+    assert got.status_code == 200, got.text
+    table = Table.model_validate(got.json())
+    assert len(table.rows) == 3 and [c.column for c in table.rows[0].cells] == body["columns"]
+    mine = sample_service.table(**body)  # type: ignore[attr-defined]
+    assert [(r.paper_id, [c.quote for c in r.cells]) for r in mine.rows] == [
+        (r.paper_id, [c.quote for c in r.cells]) for r in table.rows
+    ]
+
+    sheet = api.post("/table/export", params={"format": "xlsx"}, json=body)
+    assert sheet.headers["content-type"].startswith("application/vnd.openxmlformats")
+    book = load_workbook(io.BytesIO(sheet.content)).active
+    assert book is not None and book.cell(2, 1).value == table.rows[0].paper_id
+
+    events = api.post("/table/stream", json=body).text
+    assert events.count("event: row") == 3 and "event: table" in events
+
+    none = api.post("/table", json={"topic": "chocolate cake recipes", "columns": ["dataset"]})
+    assert none.status_code == 404 and none.json()["error"] == "no_matching_paper"
+    blank = api.post("/table", json={"papers": ["x"], "columns": ["  "]})
+    assert blank.status_code == 400 and "Column 1 is blank" in blank.json()["detail"]

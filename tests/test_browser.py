@@ -199,3 +199,34 @@ def test_the_stop_button_ends_a_streaming_answer_where_it_was(
         )
         expect(page.get_by_test_id("stChatMessage")).to_have_count(4, timeout=120_000)
         page.screenshot(path=str(ARTIFACTS / "ui-stopped.png"), full_page=True)
+
+
+def test_a_shared_table_link_fills_a_cell_click_marks_its_sentence_and_csv_downloads(
+    app_url: str, tmp_path: Path
+) -> None:
+    import csv
+
+    from playwright.sync_api import expect
+
+    link = f"{app_url}/table?col=main+result&col=dataset&topic=federated+learning&rows=3"
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1100})
+        page.goto(link)
+        grid = page.get_by_test_id("stDataFrame").first
+        expect(grid).to_be_visible(timeout=180_000)
+        expect(page.get_by_text("Click a cell")).to_be_visible(timeout=60_000)
+        box = grid.bounding_box()
+        assert box is not None
+        # the first row's "main result": past the pinned 200-pixel Paper column, below the header
+        page.mouse.click(box["x"] + 260, box["y"] + 35 + 17)
+        expect(page.locator(".aqa-abstract mark").first).to_be_visible(timeout=60_000)
+        assert "main result:" in page.locator("body").inner_text()
+        page.screenshot(path=str(ARTIFACTS / "ui-table.png"), full_page=True)
+
+        with page.expect_download(timeout=60_000) as download:
+            page.get_by_role("button", name="CSV").click()
+        saved = tmp_path / "table.csv"
+        download.value.save_as(saved)
+    lines = list(csv.reader(saved.open(encoding="utf-8")))
+    assert lines[0][:2] == ["paper_id", "title"] and "main result (quote)" in lines[0]
+    assert len(lines) == 4 and all(line[0].startswith("h") for line in lines[1:])

@@ -245,3 +245,22 @@ def test_llamacpp_failures_are_typed_errors_with_the_fix(
     provider = LlamaCppProvider(settings)
     with pytest.raises(ProviderError, match=r"llama\.cpp failed"):
         list(provider.stream([("user", "federated learning " * 4000)]))
+
+
+def test_a_table_filled_by_a_real_server_quotes_only_its_own_abstracts(
+    server: str, sample_settings: Settings
+) -> None:
+    """The generative table path through the real llama.cpp server: every row comes back with a
+    cell per column; a stated cell's quote is a sentence of that row's own abstract (a quote the
+    abstract does not hold became "not stated" and flagged); the tiny model's quality is not
+    what is tested."""
+    service = QAService(llm_settings(sample_settings, server, llm_max_tokens=300))
+    table = service.table(topic="federated learning", columns=["dataset", "main result"], rows=3)
+    assert table.provider == "openai" and table.model == "smollm2" and len(table.rows) == 3
+    for row in table.rows:
+        assert [c.column for c in row.cells] == ["dataset", "main result"]
+        for cell in row.cells:
+            if cell.stated:
+                assert cell.start is not None and row.abstract[cell.start : cell.end] == cell.quote
+            else:
+                assert cell.text == "not stated" and cell.quote == ""

@@ -130,7 +130,7 @@ def test_the_page_fills_shows_a_cells_sentence_and_adds_a_column_without_refilli
         filled.complete and len(filled.rows) == 3 and filled.columns == ["dataset", "main result"]
     )
     grid = at.dataframe[0].value
-    assert list(grid.columns[:2]) == ["Paper", "Year"] and len(grid) == 3
+    assert list(grid.columns[:3]) == ["Paper", "dataset", "main result"] and len(grid) == 3
     assert {f.label for f in at.get("download_button")} >= {"CSV", "Markdown", "Excel", "BibTeX"}
     assert "Link to this table" in page_text(at)
     assert at.query_params["col"] == ["dataset", "main result"]

@@ -13,14 +13,15 @@ import io
 import json
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
-from typing import Literal, get_args
+from collections.abc import Callable, Mapping, Sequence
+from typing import Literal, TypeVar, get_args
 
 from core.errors import InputError
 from core.models import Answer, Paper, Table, TableRow
 from core.text import FUNCTION_WORDS, plain_text
 from ingest.schemas import ID_FIELD
 
+F = TypeVar("F", bound=str)
 ExportFormat = Literal["markdown", "bibtex", "csl-json", "json"]
 EXPORT_FORMATS: tuple[ExportFormat, ...] = get_args(ExportFormat)
 SUFFIXES: dict[str, ExportFormat] = {
@@ -42,12 +43,17 @@ MEDIA_TYPES: dict[ExportFormat, str] = {
 
 def format_for(filename: str) -> ExportFormat:
     """The export format a file's name asks for."""
+    return _by_suffix(filename, SUFFIXES, "export format")
+
+
+def _by_suffix(filename: str, suffixes: Mapping[str, F], what: str) -> F:
+    """The format of the first ending in ``suffixes`` that ``filename`` has (longest first)."""
     name = filename.lower()
-    for suffix, fmt in SUFFIXES.items():
+    for suffix, fmt in suffixes.items():
         if name.endswith(suffix):
             return fmt
     raise InputError(
-        f"cannot tell the export format of {filename!r}: end its name in " + ", ".join(SUFFIXES)
+        f"cannot tell the {what} of {filename!r}: end its name in " + ", ".join(suffixes)
     )
 
 
@@ -209,14 +215,7 @@ ROW_FIELDS = ("paper_id", "title", "authors", "year", "venue", "url")
 
 def table_format_for(filename: str) -> TableFormat:
     """The table export format a file's name asks for."""
-    name = filename.lower()
-    for suffix, fmt in TABLE_SUFFIXES.items():
-        if name.endswith(suffix):
-            return fmt
-    raise InputError(
-        f"cannot tell the table format of {filename!r}: end its name in "
-        + ", ".join(TABLE_SUFFIXES)
-    )
+    return _by_suffix(filename, TABLE_SUFFIXES, "table format")
 
 
 def export_table(table: Table, fmt: TableFormat) -> bytes:

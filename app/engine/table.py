@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -133,13 +134,12 @@ class CellFiller:
 
     def __init__(self, embedder: Embedder, selector: Selector | None = None) -> None:
         self.embedder = embedder
-        self._selector = selector
+        self._given = selector
 
-    @property
+    @cached_property
     def selector(self) -> Selector:
-        if self._selector is None:
-            self._selector = shipped()
-        return self._selector
+        """The selector given, else the shipped one (loaded on first use)."""
+        return self._given or shipped()
 
     def read(self, columns: Sequence[str]) -> list[Asked]:
         questions = [column_question(c) for c in columns]

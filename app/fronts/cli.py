@@ -326,13 +326,7 @@ def table_command(
             columns=column,
             papers=paper or [],
             rows=rows,
-            filters=Filters(
-                year_from=year_from,
-                year_to=year_to,
-                venues=venue or [],
-                decisions=decision or [],
-                authors=author or [],
-            ),
+            filters=Filters.given(year_from, year_to, venue or [], decision or [], author or []),
         )
     except ValidationError as exc:
         first = exc.errors()[0]

@@ -54,16 +54,16 @@ class Filled:
 
 
 def frame(filled: Filled) -> pd.DataFrame:
-    """The rows as the grid shows them: the paper, its year, venue and link, then a column per
-    question ("not stated" where the abstract does not say)."""
-    data: dict[str, list[object]] = {
-        "Paper": [r.title for r in filled.rows],
+    """The rows as the grid shows them: the paper, a column per question ("not stated" where
+    the abstract does not say), then its year, venue and link."""
+    data: dict[str, list[object]] = {"Paper": [r.title for r in filled.rows]}
+    for n, column in enumerate(filled.columns):
+        data[column] = [r.cells[n].text if n < len(r.cells) else "" for r in filled.rows]
+    data |= {
         "Year": [r.year for r in filled.rows],
         "Venue": [r.venue or "" for r in filled.rows],
         "Link": [r.url or "" for r in filled.rows],
     }
-    for n, column in enumerate(filled.columns):
-        data[column] = [r.cells[n].text if n < len(r.cells) else "" for r in filled.rows]
     return pd.DataFrame(data)
 
 
