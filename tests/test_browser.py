@@ -224,7 +224,7 @@ def test_a_shared_table_link_fills_a_cell_click_marks_its_sentence_and_csv_downl
         page.screenshot(path=str(ARTIFACTS / "ui-table.png"), full_page=True)
 
         with page.expect_download(timeout=60_000) as download:
-            page.get_by_role("button", name="CSV").click()
+            page.get_by_role("button", name="CSV", exact=True).click()
         saved = tmp_path / "table.csv"
         download.value.save_as(saved)
     lines = list(csv.reader(saved.open(encoding="utf-8")))

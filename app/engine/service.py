@@ -86,18 +86,17 @@ def clean_question(question: str) -> str:
 
 
 def checked_request(request: TableRequest) -> TableRequest:
-    """The request with its columns cleaned (control characters and runs of space); a blank or
-    repeated column, or no topic and no ids, is an error naming it."""
+    """The request with its columns cleaned (control characters and runs of space) and each
+    asked once; a blank column, or no topic and no ids, is an error naming it."""
     columns: list[str] = []
     for n, column in enumerate(request.columns, start=1):
         text = " ".join("".join(c if c.isprintable() else " " for c in column).split())
         if not text:
             raise InputError(f"Column {n} is blank: write the short question it asks ('dataset').")
-        if text.casefold() in (c.casefold() for c in columns):
-            raise InputError(f"Column {n} ({text!r}) is given twice: give each column once.")
-        columns.append(text)
+        if text.casefold() not in (c.casefold() for c in columns):  # a repeat is asked once
+            columns.append(text)
     if not request.papers and not (request.topic or "").strip():
-        raise InputError("A table needs rows: give a topic to search or paper ids.")
+        raise NoMatchError("A table needs rows: give a topic to search or paper ids.")
     return request.model_copy(update={"columns": columns})
 
 
