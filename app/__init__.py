@@ -61,7 +61,7 @@ def table(
     confidence, or "not stated". Filters as for `ask` (``year_from``, ``venue``, ...)."""
     from core.models import Filters, TableRequest
 
-    request = TableRequest(
+    request = TableRequest.read(
         topic=topic,
         columns=list(columns),
         papers=list(papers),

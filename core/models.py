@@ -6,13 +6,24 @@ filters in words, which sources are cited) are computed here, never stored besid
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    computed_field,
+    field_validator,
+)
+
+from core.errors import InputError
 
 Mode = Literal["hybrid", "dense", "bm25"]
 """How retrieval ranks: dense and BM25 fused, or one of them alone."""
@@ -547,6 +558,20 @@ MAX_COLUMNS = 12
 MAX_TABLE_ROWS = 200
 
 
+def _worded(column: str) -> str:
+    if not re.search(r"\w", column):  # as the schema's pattern reads (Python's \w)
+        raise ValueError("a column needs a letter or digit: write the short question it asks")
+    return column
+
+
+Column = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_COLUMN_CHARS, json_schema_extra={"pattern": r"\w"}),
+    AfterValidator(_worded),
+]
+"""An evidence table's column: a short question ("dataset"), holding a letter or digit."""
+
+
 class TableRequest(BaseModel):
     """What an evidence table is asked for: its rows (a topic searched, or paper ids) and its
     columns. The HTTP `POST /table` body and the MCP `table` tool's arguments. A blank or
@@ -566,7 +591,7 @@ class TableRequest(BaseModel):
         max_length=MAX_TABLE_ROWS,
         description="Paper ids to use as the rows, in this order (instead of a topic's papers).",
     )
-    columns: list[Annotated[str, Field(min_length=1, max_length=MAX_COLUMN_CHARS)]] = Field(
+    columns: list[Column] = Field(
         min_length=1,
         max_length=MAX_COLUMNS,
         description="Short questions asked of every paper, one column each.",
@@ -582,6 +607,17 @@ class TableRequest(BaseModel):
     def _whole(cls, value: object) -> object:
         """10.0 as the integer 10, as JSON Schema reads it (a strict int takes no float)."""
         return int(value) if isinstance(value, float) and value.is_integer() else value
+
+    @classmethod
+    def read(cls, **fields: Any) -> TableRequest:
+        """The request from its fields, as the Python, CLI and app fronts take them: the first
+        field out of bounds is an InputError naming it ("columns.1: a column needs ...")."""
+        try:
+            return cls(**fields)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(x) for x in first["loc"]) or "input"
+            raise InputError(f"{where}: {first['msg'].removeprefix('Value error, ')}") from None
 
 
 class TableCell(BaseModel):

@@ -233,7 +233,7 @@ class Retriever:
         other chunk, exactly (the vectors sit beside BM25)."""
         at = at or self.open()
         bm25 = at.bm25
-        papers = np.array([str(p) for p in bm25.facets["paper_id"]])
+        papers = paper_of_rows(bm25)
         own = papers == paper_id
         if not own.any():
             raise PaperNotFoundError(paper_id)
@@ -253,6 +253,20 @@ class Retriever:
                 similarity[cid] = float(sims[row])
         return self._fetch(at, chosen, similarity, similarity)
 
+    def whole(self, paper_ids: list[str], at: Snapshot | None = None) -> list[PaperHit]:
+        """Each paper with every chunk, text included, in the order asked, in one request: its
+        `text` the whole abstract as indexed (LaTeX rendered once, at ingest). An id the index
+        does not hold is a PaperNotFoundError naming every such id."""
+        at = at or self.open()
+        papers = paper_of_rows(at.bm25)
+        chosen: dict[str, list[str]] = {p: [] for p in paper_ids}
+        for row in np.flatnonzero(np.isin(papers, paper_ids)):
+            chosen[str(papers[row])].append(at.bm25.chunk_ids[row])
+        if missing := [p for p, cids in chosen.items() if not cids]:
+            raise PaperNotFoundError(*missing)
+        unranked = {cid: 0.0 for cids in chosen.values() for cid in cids}
+        return self._fetch(at, chosen, unranked, unranked)
+
     @staticmethod
     def _fetch(
         at: Snapshot,
@@ -271,6 +285,11 @@ class Retriever:
             if passages:
                 hits.append(PaperHit(pid, passages))
         return hits
+
+
+def paper_of_rows(bm25: BM25Index) -> np.ndarray:
+    """The paper id of each chunk row of the BM25 side, as an array (for masks)."""
+    return np.array([str(p) for p in bm25.facets["paper_id"]])
 
 
 def scan(

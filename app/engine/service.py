@@ -77,27 +77,31 @@ def explicit_filters(filters: Filters | None, given: dict[str, Any]) -> Filters:
     return filters
 
 
-def clean_question(question: str) -> str:
+def printable(text: str) -> str:
     """Control characters (NUL, escapes pasted from a terminal) and runs of space removed."""
-    question = " ".join("".join(c if c.isprintable() else " " for c in question).split())
+    return " ".join("".join(c if c.isprintable() else " " for c in text).split())
+
+
+def clean_question(question: str) -> str:
+    """The question `printable`; an empty one is an error."""
+    question = printable(question)
     if not question:
         raise InputError("The question is empty: type a question about the papers.")
     return question
 
 
 def checked_request(request: TableRequest) -> TableRequest:
-    """The request with its columns cleaned (control characters and runs of space) and each
-    asked once; a blank column, or no topic and no ids, is an error naming it."""
+    """The request with its topic and columns `printable`, each column asked once (a column
+    holds a letter or digit: `core.models.Column`); no topic (or a blank one) and no ids is the
+    404 of a topic no paper matches."""
     columns: list[str] = []
-    for n, column in enumerate(request.columns, start=1):
-        text = " ".join("".join(c if c.isprintable() else " " for c in column).split())
-        if not text:
-            raise InputError(f"Column {n} is blank: write the short question it asks ('dataset').")
+    for text in map(printable, request.columns):
         if text.casefold() not in (c.casefold() for c in columns):  # a repeat is asked once
             columns.append(text)
-    if not request.papers and not (request.topic or "").strip():
+    topic = printable(request.topic or "") or None
+    if not request.papers and topic is None:
         raise NoMatchError("A table needs rows: give a topic to search or paper ids.")
-    return request.model_copy(update={"columns": columns})
+    return request.model_copy(update={"columns": columns, "topic": topic})
 
 
 @dataclass
@@ -119,13 +123,18 @@ class TablePlan:
         """Each row with its cells, in order, as soon as it is filled."""
         return fill_rows(self.rows, self.request.columns, self.filler, self.chat, self.workers)
 
+    @property
+    def suggested(self) -> list[str]:
+        """Columns the rows' abstracts often answer that the request does not ask."""
+        return suggest(self.request.columns, [r.abstract for r in self.rows])
+
     def result(self, filled: list[TableRow], complete: bool) -> Table:
         """The table of the rows filled (all of them, or those filled before a stop)."""
         return Table(
             topic=self.request.topic,
             columns=list(self.request.columns),
             rows=filled,
-            suggested_columns=suggest(self.request.columns, [r.abstract for r in self.rows]),
+            suggested_columns=self.suggested,
             filters=self.filters,
             provider=self.provider,
             model=self.model,
@@ -285,7 +294,7 @@ class QAService:
         """An evidence table: the request's columns asked of each of its papers (a topic's most
         relevant, or the ids given). ``fields`` build the `TableRequest` when none is given:
         ``topic``, ``papers``, ``columns``, ``rows``, ``filters``."""
-        plan = self.table_plan(request or TableRequest(**fields))
+        plan = self.table_plan(request or TableRequest.read(**fields))
         return plan.result(list(plan.fill()), complete=True)
 
     def table_plan(self, request: TableRequest) -> TablePlan:
@@ -295,14 +304,11 @@ class QAService:
         request = checked_request(request)
         at = self.retriever.open()
         if request.papers:
-            ids = list(dict.fromkeys(request.papers))
-            found = {p: self.retriever.index.paper(p) for p in ids}
-            if missing := [p for p, paper in found.items() if paper is None]:
-                raise PaperNotFoundError(*missing)
-            rows = [row_of(paper) for paper in found.values() if paper is not None]
+            found = self.retriever.whole(list(dict.fromkeys(request.papers)), at)
+            rows = [row_of(hit.to_source(n)) for n, hit in enumerate(found, start=1)]
             filters = request.filters
         else:
-            topic = clean_question(request.topic or "")
+            topic = request.topic or ""
             query, _ = self._read(topic, [], request.filters, [], request.rows, "hybrid", {})
             _, relevant = self._relevant(query, self._retrieve(query, at, {}), at)
             if not relevant:
@@ -311,8 +317,13 @@ class QAService:
                     + (f" ({query.filters.describe()})" if query.filters.active else "")
                     + ": try other words, fewer filters, or give paper ids."
                 )
-            papers = [(self.retriever.index.paper(s.paper_id), s.relevance) for s in relevant]
-            rows = [row_of(p, r) for p, r in papers if p is not None]
+            found = self.retriever.whole([s.paper_id for s in relevant], at)
+            by_id = {hit.paper_id: hit for hit in found}
+            rows = [
+                row_of(by_id[s.paper_id].to_source(s.marker), s.relevance)
+                for s in relevant
+                if s.paper_id in by_id  # (a paper removed since it was found is left out)
+            ]
             filters = query.filters
         chat = self.provider if isinstance(self.provider, ChatProvider) else None
         return TablePlan(

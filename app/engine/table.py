@@ -31,8 +31,8 @@ from app.providers.selector import (
     shipped,
 )
 from app.query import question as q
-from core.models import Paper, TableCell, TableRow
-from core.text import plain_text, sentence_spans
+from core.models import Source, TableCell, TableRow
+from core.text import sentence_spans
 from core.tokens import words
 from ingest.embed import Embedder
 
@@ -92,21 +92,11 @@ def suggest(columns: Sequence[str], abstracts: Sequence[str], k: int = 4) -> lis
     return [name for name in sorted(share, key=lambda n: -share[n]) if share[name] >= 1 / 3][:k]
 
 
-def row_of(paper: Paper, relevance: float | None = None) -> TableRow:
-    """A paper as a table row, its abstract as plain text (the text quotes are cut from)."""
-    return TableRow(
-        paper_id=paper.paper_id,
-        title=plain_text(paper.title),
-        authors=list(paper.authors),
-        year=paper.year,
-        venue=paper.venue,
-        decision=paper.decision,
-        url=paper.url,
-        doi=paper.doi,
-        arxiv_id=paper.arxiv_id,
-        abstract=plain_text(paper.abstract),
-        relevance=relevance,
-    )
+def row_of(whole: Source, relevance: float | None = None) -> TableRow:
+    """A paper, as a source holding its whole abstract (`Retriever.whole`), as a table row: the
+    abstract as displayed is the text quotes are cut from."""
+    linked = whole.model_dump(include=set(TableRow.model_fields) - {"abstract", "relevance"})
+    return TableRow(**linked, abstract=whole.text, relevance=relevance)
 
 
 @dataclass(frozen=True)
@@ -182,10 +172,8 @@ class CellFiller:
 
     def fill(self, row: TableRow, asked: Sequence[Asked]) -> list[TableCell]:
         """The row's cells, in column order."""
-        cells = []
-        for column, scored in zip(asked, self.score(row, asked), strict=True):
-            cells.append(self._cell(row, column, scored))
-        return cells
+        scored = self.score(row, asked)
+        return [self._cell(row, c, s) for c, s in zip(asked, scored, strict=True)]
 
     def _cell(self, row: TableRow, column: Asked, scored: Scored) -> TableCell:
         if not scored.spans:

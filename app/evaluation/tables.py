@@ -93,13 +93,14 @@ def score_tables(
     for n, gold in enumerate(tables, start=1):
         table = service.table(TableRequest(papers=gold.papers, columns=gold.columns))
         rows = {r.paper_id: r for r in table.rows}
+        own = {
+            r.paper_id: {r.abstract[a:b] for a, b in sentence_spans(r.abstract)} for r in table.rows
+        }
         for cell in gold.cells:
             row = rows[cell.paper]
             got = row.cells[gold.columns.index(cell.column)]
             total += 1
-            if got.stated and got.quote not in {
-                row.abstract[s:e] for s, e in sentence_spans(row.abstract)
-            }:
+            if got.stated and got.quote not in own[cell.paper]:
                 wrong += 1
             ours_ns += not got.stated
             if cell.stated:

@@ -28,7 +28,7 @@ from app.evaluation.tables import GoldTable, holds, load_tables
 from app.providers.extractive import Candidate, ExtractiveProvider
 from app.providers.selector import CHEAP, FULL, Logistic, Selector
 from core.errors import InputError, ModelFileError
-from core.models import TrainQuestion
+from core.models import TableRequest, TrainQuestion
 
 REGULARISATION = 1.0  # scikit-learn's C: its default, not tuned
 
@@ -228,16 +228,13 @@ def column_rows(
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Each annotated cell as the table fills it (its paper alone, the column read once): the
     features of every sentence of the abstract, labelled 1 for the sentence that states it."""
-    from app.engine.table import CellFiller, row_of
-
-    filler = CellFiller(service.embedder)
     features, labels = [], []
     for table in tables:
-        asked = filler.read(table.columns)
-        for paper_id in table.papers:
-            row = row_of(service.paper(paper_id))
-            scored = filler.features(row, asked)
-            for cell in (c for c in table.cells if c.paper == paper_id):
+        plan = service.table_plan(TableRequest(papers=table.papers, columns=table.columns))
+        asked = plan.filler.read(plan.request.columns)
+        for row in plan.rows:
+            scored = plan.filler.features(row, asked)
+            for cell in (c for c in table.cells if c.paper == row.paper_id):
                 spans, x = scored[table.columns.index(cell.column)]
                 if not spans:
                     continue

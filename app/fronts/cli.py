@@ -313,25 +313,18 @@ def table_command(
 ) -> None:
     """An evidence table: the same short questions (columns) asked of many papers (rows), each
     cell a quote of that paper's abstract or "not stated". Ctrl-C keeps the rows filled."""
-    from pydantic import ValidationError
-
     from app.engine.export import export_table, table_format_for
     from app.engine.service import QAService
     from core.models import TableRequest, TableRow
 
     fmt = table_format_for(out_file.name) if out_file is not None else None
-    try:
-        request = TableRequest(
-            topic=topic,
-            columns=column,
-            papers=paper or [],
-            rows=rows,
-            filters=Filters.given(year_from, year_to, venue or [], decision or [], author or []),
-        )
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(x) for x in first["loc"]) or "input"
-        raise InputError(f"{where}: {first['msg'].removeprefix('Value error, ')}") from None
+    request = TableRequest.read(
+        topic=topic,
+        columns=column,
+        papers=paper or [],
+        rows=rows,
+        filters=Filters.given(year_from, year_to, venue or [], decision or [], author or []),
+    )
     plan = QAService().table_plan(request)
     filled: list[TableRow] = []
     complete = True

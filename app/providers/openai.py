@@ -57,6 +57,10 @@ class OpenAIProvider(ChatProvider):
                 text = StrOutputParser().invoke(chunk)
                 if text:
                     yield text
+        except openai.LengthFinishReasonError:
+            # a JSON reply cut off at AQA_LLM_MAX_TOKENS: what came is kept, as a plain reply cut
+            # off there is (the caller reads an unfinished JSON object as unanswered)
+            pass
         except openai.AuthenticationError as exc:
             raise ProviderError(
                 f"{self.where} rejected the API key ({exc.status_code}); check OPENAI_API_KEY."

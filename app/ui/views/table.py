@@ -89,7 +89,7 @@ def fill(service: QAService, filled: Filled, request: TableRequest) -> None:
     elsewhere (Stop) ends the run and keeps the rows filled so far."""
     plan = service.table_plan(request)
     filled.total = len(plan.rows)
-    filled.suggested = plan.result([], True).suggested_columns
+    filled.suggested = plan.suggested
     bar = st.progress(0.0, text=f"Filling {filled.total} rows…")
     st.button("Stop", key="table-stop", icon=":material/stop_circle:")
     grid = st.empty()
@@ -111,7 +111,7 @@ def add_columns(service: QAService, filled: Filled, columns: list[str]) -> None:
     if new and filled.rows:
         ids = [r.paper_id for r in filled.rows]
         with st.spinner(f"Filling {len(new)} new column(s)…"):
-            request = TableRequest(papers=ids, columns=new, rows=len(ids))
+            request = TableRequest.read(papers=ids, columns=new, rows=len(ids))
             extra = {r.paper_id: r.cells for r in service.table_plan(request).fill()}
     for row in filled.rows:
         kept = {c: row.cells[have[c]] for c in columns if c in have}
@@ -227,7 +227,7 @@ if go or st.session_state.pop("table-autofill", False):
         if current is not None and current.complete and same:
             add_columns(service, current, columns)
         else:
-            request = TableRequest(
+            request = TableRequest.read(
                 topic=topic or None, papers=papers, columns=columns, rows=rows_asked
             )
             current = Filled(topic, papers, rows_asked, columns)
@@ -236,10 +236,6 @@ if go or st.session_state.pop("table-autofill", False):
     except AQAError as exc:
         st.session_state.pop("table-data", None)
         st.error(str(exc), icon=":material/error:")
-        st.stop()
-    except ValueError as exc:  # the request's own limits (pydantic)
-        st.session_state.pop("table-data", None)
-        st.error(str(exc).splitlines()[-1] if str(exc) else "bad table request")
         st.stop()
     linked = {"col": current.columns, "rows": str(current.rows_asked)}
     st.query_params.from_dict(  # the address bar links to this table
