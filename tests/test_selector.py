@@ -13,14 +13,17 @@ import numpy as np
 import pytest
 
 from app.engine.service import QAService
-from app.evaluation.training import collect, label, measure, train
+from app.engine.table import CellFiller
+from app.evaluation.tables import GoldTable
+from app.evaluation.training import collect, label, measure, train, train_columns
 from app.providers.extractive import ExtractiveProvider
 from app.providers.selector import FULL, MODEL_FILE, Selector, shipped
 from core.errors import ModelFileError
-from core.models import TrainQuestion
+from core.models import TableRequest, TrainQuestion
 from tests.conftest import ROOT, make_settings
 
 TRAIN = ROOT / "data" / "train" / "questions.jsonl"
+TABLES = ROOT / "data" / "train" / "tables.jsonl"
 CORPUS = ROOT.parent / "shared" / "data" / "ml-abstracts.jsonl.gz"
 HELD_OUT = "packet-8"
 
@@ -180,13 +183,58 @@ def test_a_missing_or_corrupt_model_file_names_the_file_and_the_rebuild(
     assert str(path) in message and why in message and "make train" in message
 
 
-def test_a_model_of_other_features_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("older", ["fewer features", "no column pairing"])
+def test_a_model_of_other_features_is_refused(tmp_path: Path, older: str) -> None:
     data = json.loads(MODEL_FILE.read_text())
-    data["stages"]["full"]["features"] = data["stages"]["full"]["features"][:-1]
+    if older == "fewer features":
+        data["stages"]["full"]["features"] = data["stages"]["full"]["features"][:-1]
+    else:
+        del data["stages"]["column"]["pairing"]
     path = tmp_path / "selector.json"
     path.write_text(json.dumps(data))
-    with pytest.raises(ModelFileError, match="not this version's"):
+    with pytest.raises(ModelFileError, match="not this version's") as caught:
         Selector.load(path)
+    assert str(path) in str(caught.value) and "make train" in str(caught.value)
+
+
+def test_column_training_runs_end_to_end_and_the_result_fills_a_table(tmp_path: Path) -> None:
+    """`abstract-qa train-columns` on three annotated training tables: the column stage (the
+    logistic model and the learned column-sentence similarity) is fitted, written beside the
+    answer stages, the same bytes twice, and fills those tables' cells."""
+    from ingest.pipeline import ingest
+
+    if not CORPUS.exists():
+        pytest.skip(f"the shared corpus is not at {CORPUS}")
+    lines = TABLES.read_text(encoding="utf-8").splitlines()[:3]
+    tables = [GoldTable.model_validate_json(line) for line in lines]
+    wanted = {p for t in tables for p in t.papers}
+    papers = tmp_path / "papers.jsonl"
+    with gzip.open(CORPUS, "rt", encoding="utf-8") as fh, papers.open("w") as out:
+        out.writelines(line for line in fh if json.loads(line)["id"] in wanted)
+    settings = make_settings(data_dir=tmp_path / "index")
+    ingest([papers], settings)
+    service = QAService(settings)
+    tiny = tmp_path / "tables.jsonl"
+    tiny.write_text("\n".join(lines) + "\n")
+    first, again = tmp_path / "first.json", tmp_path / "again.json"
+    for out in (first, again):
+        out.write_bytes(MODEL_FILE.read_bytes())
+        report = train_columns(service, tiny, out, seed=5)
+    assert first.read_bytes() == again.read_bytes()  # deterministic
+    assert report.tables == 3 and report.cells == sum(len(t.cells) for t in tables)
+    model, shipped_model = Selector.load(first), shipped()
+    assert model.meta["table_cells"] == report.cells
+    assert np.array_equal(model.full.coef, shipped_model.full.coef)  # answer stages kept
+    assert np.abs(model.column.pairing.left).sum() > 0  # the similarity was learned
+    # stated cells whose stating sentence the fitted stage puts first (it saw them)
+    assert report.first >= 0.6, report
+    plan = service.table_plan(TableRequest(papers=tables[0].papers, columns=tables[0].columns))
+    filler = CellFiller(plan.filler.embedder, model)
+    asked = filler.read(tables[0].columns)
+    for row in plan.rows:
+        for scored in filler.score(row, asked):
+            assert ((scored.chance >= 0) & (scored.chance <= 1)).all()
+            assert len(scored.chance) == len(scored.spans) > 0
 
 
 def test_a_chat_model_sees_the_selectors_best_sentences_first(sample_service: QAService) -> None:

@@ -112,6 +112,16 @@ class Asked:
 
 
 @dataclass(frozen=True)
+class Read:
+    """One abstract read for every column: its sentences' spans and vectors, and per column the
+    sentences' features."""
+
+    spans: list[tuple[int, int]]
+    vectors: np.ndarray  # a row per sentence
+    features: list[np.ndarray]  # per column, a row per sentence
+
+
+@dataclass(frozen=True)
 class Scored:
     """One column's sentences of one abstract, scored by the selector."""
 
@@ -141,20 +151,22 @@ class CellFiller:
 
     def score(self, row: TableRow, asked: Sequence[Asked]) -> list[Scored]:
         """For each column, the selector's chance for every sentence of the row's abstract."""
+        read = self.features(row, asked)
+        stage = self.selector.column
         return [
-            Scored(spans, self.selector.column.probability(x) if len(spans) else np.zeros(0))
-            for spans, x in self.features(row, asked)
+            Scored(read.spans, stage.probability(x, column.vector, read.vectors))
+            if read.spans
+            else Scored([], np.zeros(0))
+            for column, x in zip(asked, read.features, strict=True)
         ]
 
-    def features(
-        self, row: TableRow, asked: Sequence[Asked]
-    ) -> list[tuple[list[tuple[int, int]], np.ndarray]]:
-        """For each column, the spans of the abstract's sentences and their features (`FULL`):
-        what the selector's column stage scores, and what it is trained on."""
+    def features(self, row: TableRow, asked: Sequence[Asked]) -> Read:
+        """The abstract's sentences (spans and vectors) and, for each column, their features
+        (`FULL`): what the selector's column stage scores, and what it is trained on."""
         text = row.abstract
         spans = [(s, e) for s, e in sentence_spans(text) if len(text[s:e].split()) >= MIN_WORDS]
         if not spans:
-            return [([], np.zeros((0, len(FULL)))) for _ in asked]
+            return Read([], np.zeros((0, 0), np.float32), [np.zeros((0, len(FULL)))] * len(asked))
         sentences = [text[s:e] for s, e in spans]
         vectors = np.asarray(self.embedder.embed_documents(sentences), dtype=np.float32)
         bag = set(words([f"{row.title} {text}"])[0])
@@ -167,8 +179,8 @@ class CellFiller:
                 for i, s in enumerate(sentences)
             ]
             cheap = cheap_features(column.question, column.words, cands)
-            out.append((spans, full_features(cheap, cosine, cands)))
-        return out
+            out.append(full_features(cheap, cosine, cands))
+        return Read(spans, vectors, out)
 
     def fill(self, row: TableRow, asked: Sequence[Asked]) -> list[TableCell]:
         """The row's cells, in column order."""

@@ -26,7 +26,7 @@ from app.engine.service import QAService
 from app.evaluation.harness import known_paper_ids, load_questions, normalise
 from app.evaluation.tables import GoldTable, holds, load_tables
 from app.providers.extractive import Candidate, ExtractiveProvider
-from app.providers.selector import CHEAP, FULL, Logistic, Selector
+from app.providers.selector import CHEAP, FULL, ColumnStage, Logistic, Pairing, Selector
 from core.errors import InputError, ModelFileError
 from core.models import TableRequest, TrainQuestion
 
@@ -203,7 +203,7 @@ def train(
     )
 
 
-def _current_column(path: Path) -> Logistic:
+def _current_column(path: Path) -> ColumnStage:
     """The column stage of the selector at ``path`` (kept when the answer stages are retrained;
     `train_columns` retrains it), or an untrained one that copies nothing and scores 0.5."""
     if path.exists():
@@ -212,7 +212,7 @@ def _current_column(path: Path) -> Logistic:
         except ModelFileError:
             pass
     n = len(FULL)
-    return Logistic(np.zeros(n), np.ones(n), np.zeros(n), 0.0)
+    return ColumnStage(Logistic(np.zeros(n), np.ones(n), np.zeros(n), 0.0), Pairing.none())
 
 
 class ColumnReport(BaseModel):
@@ -223,21 +223,31 @@ class ColumnReport(BaseModel):
     first: float  # of the stated cells, the first sentence states the fact (training tables)
 
 
-def column_rows(
-    service: QAService, tables: list[GoldTable]
-) -> tuple[list[np.ndarray], list[np.ndarray]]:
+@dataclass
+class ColumnRows:
+    """Annotated cells as the table fills them: per cell, its sentences' features, vectors and
+    labels, and the column's vector."""
+
+    features: list[np.ndarray] = field(default_factory=list)
+    sentences: list[np.ndarray] = field(default_factory=list)
+    asked: list[np.ndarray] = field(default_factory=list)
+    labels: list[np.ndarray] = field(default_factory=list)
+
+
+def column_rows(service: QAService, tables: list[GoldTable]) -> ColumnRows:
     """Each annotated cell as the table fills it (its paper alone, the column read once): the
-    features of every sentence of the abstract, labelled 1 for the sentence that states it."""
-    features, labels = [], []
+    features and vectors of every sentence of the abstract, labelled 1 for the sentence that
+    states it."""
+    rows = ColumnRows()
     for table in tables:
         plan = service.table_plan(TableRequest(papers=table.papers, columns=table.columns))
         asked = plan.filler.read(plan.request.columns)
         for row in plan.rows:
-            scored = plan.filler.features(row, asked)
+            read = plan.filler.features(row, asked)
+            if not read.spans:
+                continue
             for cell in (c for c in table.cells if c.paper == row.paper_id):
-                spans, x = scored[table.columns.index(cell.column)]
-                if not spans:
-                    continue
+                column = table.columns.index(cell.column)
                 said = normalise(cell.evidence or "")
                 y = [
                     float(
@@ -247,11 +257,75 @@ def column_rows(
                             or holds(row.abstract[a:b], cell.facts)
                         )
                     )
-                    for a, b in spans
+                    for a, b in read.spans
                 ]
-                features.append(x)
-                labels.append(np.asarray(y))
-    return features, labels
+                rows.features.append(read.features[column])
+                rows.sentences.append(read.vectors)
+                rows.asked.append(asked[column].vector)
+                rows.labels.append(np.asarray(y))
+    return rows
+
+
+# The column stage's learned similarity, chosen by cross-validation over the training tables'
+# three batches (fit on two, measured on the third; docs/tables.md): rank 8 and 32 or a lighter
+# or heavier penalty measured no better.
+PAIRING_RANK = 16
+PAIRING_PENALTY = 3e-3  # on the squared pairing weights
+LINEAR_PENALTY = 1e-4  # on the squared logistic weights
+PAIRING_GAIN = 10.0  # the pairing's scale: MiniLM cosines are small
+STEPS, STEP_SIZE = 300, 0.01  # full-batch Adam
+
+
+def fit_column(rows: ColumnRows, seed: int) -> ColumnStage:
+    """The column stage fitted to annotated cells: a logistic model over the features and a
+    learned similarity of the column's and the sentence's vectors, jointly, each cell weighing
+    the same whatever its number of sentences. Deterministic for a seed (one thread)."""
+    import torch
+
+    x = np.vstack(rows.features)
+    mean, scale = x.mean(axis=0), x.std(axis=0)
+    scale[scale == 0] = 1.0
+    weight = np.concatenate([np.full(len(y), 1.0 / len(y)) for y in rows.labels])
+    counts = [len(y) for y in rows.labels]
+
+    def tensor(a: np.ndarray) -> torch.Tensor:
+        return torch.tensor(np.asarray(a), dtype=torch.float32)
+
+    xs, y = tensor((x - mean) / scale), tensor(np.concatenate(rows.labels))
+    sentences = tensor(np.vstack(rows.sentences))
+    asked = tensor(np.repeat(np.vstack(rows.asked), counts, axis=0))
+    w = tensor(weight * len(weight) / weight.sum())
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        generator = torch.Generator().manual_seed(seed)
+        dims = sentences.shape[1]
+        coef = torch.zeros(x.shape[1], requires_grad=True)
+        intercept = torch.zeros(1, requires_grad=True)
+        left = (torch.randn(PAIRING_RANK, dims, generator=generator) * 0.05).requires_grad_()
+        right = (torch.randn(PAIRING_RANK, dims, generator=generator) * 0.05).requires_grad_()
+        diagonal = torch.zeros(dims, requires_grad=True)
+        optimiser = torch.optim.Adam([coef, intercept, left, right, diagonal], lr=STEP_SIZE)
+        for _ in range(STEPS):
+            optimiser.zero_grad()
+            low_rank = ((asked @ left.T) * (sentences @ right.T)).sum(1)
+            pair = low_rank + (asked * sentences) @ diagonal
+            z = xs @ coef + intercept + PAIRING_GAIN * pair
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(z, y, weight=w)
+            pairing = left.pow(2).sum() + right.pow(2).sum() + diagonal.pow(2).sum()
+            loss = loss + PAIRING_PENALTY * pairing + LINEAR_PENALTY * coef.pow(2).sum()
+            loss.backward()
+            optimiser.step()
+    finally:
+        torch.set_num_threads(threads)
+
+    def array(t: torch.Tensor) -> np.ndarray:
+        return np.asarray(t.detach().numpy(), dtype=np.float64)
+
+    return ColumnStage(
+        Logistic(mean, scale, array(coef), float(intercept.item())),
+        Pairing(array(left), array(right), array(diagonal), PAIRING_GAIN),
+    )
 
 
 def train_columns(
@@ -261,20 +335,19 @@ def train_columns(
     answer stages kept as they are)."""
     started = time.perf_counter()
     tables = load_tables(tables_file)
-    features, labels = column_rows(service, tables)
-    if not features:
+    rows = column_rows(service, tables)
+    if not rows.labels:
         raise InputError(f"{tables_file}: no annotated cell to fit on.")
-    weights = [np.full(len(y), 1.0 / len(y)) for y in labels]
-    x, y, w = np.vstack(features), np.concatenate(labels), np.concatenate(weights)
     current = Selector.load(out)
-    column = fit(x, y, w, seed)
-    meta = dict(current.meta) | {"tables": tables_file.name, "table_cells": len(labels)}
+    column = fit_column(rows, seed)
+    meta = dict(current.meta) | {"tables": tables_file.name, "table_cells": len(rows.labels)}
     Selector(current.cheap, current.full, column, meta).save(out)
-    scored = measure([column.probability(f) for f in features], labels)
+    cells = zip(rows.features, rows.asked, rows.sentences, strict=True)
+    scored = measure([column.probability(*cell) for cell in cells], rows.labels)
     return ColumnReport(
         tables=len(tables),
-        cells=len(labels),
-        rows=len(y),
+        cells=len(rows.labels),
+        rows=sum(len(y) for y in rows.labels),
         seconds=round(time.perf_counter() - started, 1),
         first=scored.first,
     )

@@ -8,7 +8,10 @@ features of the sentence, the question (or the part of it being answered) and it
 - ``cheap``: without the sentence's embedding, to shortlist the sentences worth embedding;
 - ``full``: with it (cosine similarity to the question, and its rank), to choose;
 - ``column``: the same features, for an evidence table's short column questions asked of one
-  paper alone ("dataset"), trained on annotated tables (`abstract-qa train-columns`).
+  paper alone ("dataset"), trained on annotated tables (`abstract-qa train-columns`), plus a
+  learned similarity between the column's and the sentence's MiniLM vectors (`Pairing`): a
+  column shares few words with its answer ("limitation addressed"), so the fixed cosine alone
+  says little of which sentence states it.
 
 The weights are a small JSON file shipped in the package (`selector.json`, beside this module),
 with the features' means and scales and what the model was trained on. Scores are calibrated
@@ -146,9 +149,11 @@ class Logistic:
     coef: np.ndarray
     intercept: float
 
+    def logit(self, x: np.ndarray) -> np.ndarray:
+        return np.asarray(((x - self.mean) / self.scale) @ self.coef + self.intercept)
+
     def probability(self, x: np.ndarray) -> np.ndarray:
-        z = ((x - self.mean) / self.scale) @ self.coef + self.intercept
-        return 1.0 / (1.0 + np.exp(-z))
+        return sigmoid(self.logit(x))
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -159,11 +164,72 @@ class Logistic:
         }
 
 
+def sigmoid(z: np.ndarray) -> np.ndarray:
+    return np.asarray(1.0 / (1.0 + np.exp(-z)))
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """A learned similarity of two embeddings, added to a logit: ``gain`` times the sum of a
+    low-rank bilinear term, (L a) . (R b), and a per-dimension one, (a * b) . diagonal."""
+
+    left: np.ndarray  # rank x dimensions
+    right: np.ndarray  # rank x dimensions
+    diagonal: np.ndarray  # dimensions
+    gain: float
+
+    @classmethod
+    def none(cls, dimensions: int = 384) -> Pairing:
+        """No learned similarity: adds 0."""
+        zeros = np.zeros((1, dimensions))
+        return cls(zeros, zeros, np.zeros(dimensions), 0.0)
+
+    def logit(self, asked: np.ndarray, sentences: np.ndarray) -> np.ndarray:
+        """One value per row of ``sentences`` for the one vector ``asked``."""
+        if len(asked) != len(self.diagonal):
+            raise ValueError(
+                f"it pairs {len(self.diagonal)}-dimensional vectors, the embedding model gives "
+                f"{len(asked)}"
+            )
+        projected = self.right.T @ (self.left @ asked)
+        return np.asarray(self.gain * (sentences @ (projected + asked * self.diagonal)))
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "left": self.left.tolist(),
+            "right": self.right.tolist(),
+            "diagonal": self.diagonal.tolist(),
+            "gain": self.gain,
+        }
+
+    @classmethod
+    def from_json(cls, spec: dict[str, object]) -> Pairing:
+        left, right = np.asarray(spec["left"], float), np.asarray(spec["right"], float)
+        diagonal = np.asarray(spec["diagonal"], float)
+        if left.ndim != 2 or left.shape != right.shape or left.shape[1] != len(diagonal):
+            raise ValueError("its column pairing's shapes do not match")
+        return cls(left, right, diagonal, float(spec["gain"]))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class ColumnStage:
+    """The column stage: a logistic model over `FULL`, its logit plus the learned similarity of
+    the column's vector and the sentence's."""
+
+    linear: Logistic
+    pairing: Pairing
+
+    def probability(self, x: np.ndarray, asked: np.ndarray, sentences: np.ndarray) -> np.ndarray:
+        """The chance that each sentence (features ``x``, vectors ``sentences``) states what the
+        column (vector ``asked``) asks."""
+        return sigmoid(self.linear.logit(x) + self.pairing.logit(asked, sentences))
+
+
 @dataclass(frozen=True)
 class Selector:
     cheap: Logistic
     full: Logistic
-    column: Logistic
+    column: ColumnStage
     meta: dict[str, object]
 
     @classmethod
@@ -185,11 +251,15 @@ class Selector:
                 )
                 if not (len(stages[stage].coef) == len(stages[stage].mean) == len(names)):
                     raise ValueError(f"its {stage} weights do not match its features")
+            spec = data["stages"]["column"]
+            if "pairing" not in spec:
+                raise ValueError("its column stage is not this version's (no pairing)")
+            column = ColumnStage(stages["column"], Pairing.from_json(spec["pairing"]))
         except FileNotFoundError as err:
             raise ModelFileError(path, "it is missing", REBUILD) from err
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise ModelFileError(path, f"it cannot be read ({err})", REBUILD) from err
-        return cls(stages["cheap"], stages["full"], stages["column"], dict(data.get("trained", {})))
+        return cls(stages["cheap"], stages["full"], column, dict(data.get("trained", {})))
 
     def save(self, path: Path) -> None:
         stages = {
@@ -197,9 +267,10 @@ class Selector:
             for stage, model in (
                 ("cheap", self.cheap),
                 ("full", self.full),
-                ("column", self.column),
+                ("column", self.column.linear),
             )
         }
+        stages["column"]["pairing"] = self.column.pairing.to_json()
         path.write_text(json.dumps({"stages": stages, "trained": self.meta}, indent=1) + "\n")
 
 
