@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.engine.service import QAService
 from app.evaluation import training
 from app.evaluation.tables import load_tables
-from app.evaluation.training import ColumnRows, column_rows, fit, fit_column, measure
+from app.evaluation.training import ColumnRows, column_rows, fit_column, measure
 
 
 def subset(rows: ColumnRows, picked: list[int]) -> ColumnRows:
@@ -58,12 +58,11 @@ def main() -> None:
         fitted = [i for i, b in enumerate(batch_of) if b != batch]
         measured = [i for i, b in enumerate(batch_of) if b == batch]
         train, test = subset(rows, fitted), subset(rows, measured)
-        weights = np.concatenate([np.full(len(y), 1.0 / len(y)) for y in train.labels])
-        linear = fit(np.vstack(train.features), np.concatenate(train.labels), weights, args.seed)
-        joint = fit_column(train, args.seed)
-        alone = [linear.probability(x) for x in test.features]
+        model = service.embedder.spec.name
+        joint = fit_column(train, args.seed, model)
+        alone = [joint.plain.probability(x) for x in test.features]
         cells = zip(test.features, test.asked, test.sentences, strict=True)
-        both = [joint.probability(*cell) for cell in cells]
+        both = [joint.probability(*cell, model) for cell in cells]
         for name, got_scores in (("features alone", alone), ("with the similarity", both)):
             scored = measure(got_scores, test.labels)
             print(f"{batch} {name}: first {scored.first:.3f}, top two {scored.top_two:.3f}")

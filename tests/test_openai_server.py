@@ -190,8 +190,8 @@ def test_openai_embeddings_end_to_end_against_a_real_embeddings_endpoint(
     tmp_path: Path,
 ) -> None:
     """AQA_EMBEDDINGS=openai against a real OpenAI-compatible /v1/embeddings on loopback
-    (llama-cpp-python's server, mean-pooled): ingest, search and answer with its vectors, and
-    an index built by it refuses another model."""
+    (llama-cpp-python's server, mean-pooled): ingest, search, answer and fill a table with its
+    vectors, and an index built by it refuses another model."""
     from ingest.pipeline import ingest
     from ingest.read import read_paths
     from store.index import Index
@@ -222,6 +222,13 @@ def test_openai_embeddings_end_to_end_against_a_real_embeddings_endpoint(
         assert not answer.abstained and answer.provider == "extractive"
         assert answer.citations[0].paper_id == dasha
         assert_citations_real(answer)
+        # a table over this index: its vectors are not those the column similarity was learned
+        # on, so the selector scores the cells by the features alone
+        table = QAService(settings).table(papers=[dasha], columns=["dataset", "main result"])
+        (row,) = table.rows
+        assert [c.column for c in row.cells] == ["dataset", "main result"]
+        for cell in row.cells:
+            assert not cell.stated or row.abstract[cell.start : cell.end] == cell.quote
     with pytest.raises(IndexMismatchError, match="smol-embed"):
         QAService(make_settings(data_dir=tmp_path / "index")).ask("What is DASHA?")
 

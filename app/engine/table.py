@@ -152,9 +152,9 @@ class CellFiller:
     def score(self, row: TableRow, asked: Sequence[Asked]) -> list[Scored]:
         """For each column, the selector's chance for every sentence of the row's abstract."""
         read = self.features(row, asked)
-        stage = self.selector.column
+        stage, model = self.selector.column, self.embedder.spec.name
         return [
-            Scored(read.spans, stage.probability(x, column.vector, read.vectors))
+            Scored(read.spans, stage.probability(x, column.vector, read.vectors, model))
             if read.spans
             else Scored([], np.zeros(0))
             for column, x in zip(asked, read.features, strict=True)

@@ -211,8 +211,9 @@ def _current_column(path: Path) -> ColumnStage:
             return Selector.load(path).column
         except ModelFileError:
             pass
-    n = len(FULL)
-    return ColumnStage(Logistic(np.zeros(n), np.ones(n), np.zeros(n), 0.0), Pairing.none())
+    n, none = len(FULL), np.zeros((1, 1))
+    copies = Logistic(np.zeros(n), np.ones(n), np.zeros(n), 0.0)
+    return ColumnStage(copies, Pairing(none, none, none[0], 0.0, ""), copies)
 
 
 class ColumnReport(BaseModel):
@@ -276,16 +277,18 @@ PAIRING_GAIN = 10.0  # the pairing's scale: MiniLM cosines are small
 STEPS, STEP_SIZE = 300, 0.01  # full-batch Adam
 
 
-def fit_column(rows: ColumnRows, seed: int) -> ColumnStage:
+def fit_column(rows: ColumnRows, seed: int, embedding: str) -> ColumnStage:
     """The column stage fitted to annotated cells: a logistic model over the features and a
-    learned similarity of the column's and the sentence's vectors, jointly, each cell weighing
-    the same whatever its number of sentences. Deterministic for a seed (one thread)."""
+    learned similarity of the column's and the sentence's vectors (``embedding``'s), jointly,
+    and the features' model alone (for another embedding model's index); each cell weighs the
+    same whatever its number of sentences. Deterministic for a seed (one thread)."""
     import torch
 
     x = np.vstack(rows.features)
     mean, scale = x.mean(axis=0), x.std(axis=0)
     scale[scale == 0] = 1.0
     weight = np.concatenate([np.full(len(y), 1.0 / len(y)) for y in rows.labels])
+    plain = fit(x, np.concatenate(rows.labels), weight, seed)
     counts = [len(y) for y in rows.labels]
 
     def tensor(a: np.ndarray) -> torch.Tensor:
@@ -324,7 +327,8 @@ def fit_column(rows: ColumnRows, seed: int) -> ColumnStage:
 
     return ColumnStage(
         Logistic(mean, scale, array(coef), float(intercept.item())),
-        Pairing(array(left), array(right), array(diagonal), PAIRING_GAIN),
+        Pairing(array(left), array(right), array(diagonal), PAIRING_GAIN, embedding),
+        plain,
     )
 
 
@@ -339,11 +343,12 @@ def train_columns(
     if not rows.labels:
         raise InputError(f"{tables_file}: no annotated cell to fit on.")
     current = Selector.load(out)
-    column = fit_column(rows, seed)
+    model = service.embedder.spec.name
+    column = fit_column(rows, seed, model)
     meta = dict(current.meta) | {"tables": tables_file.name, "table_cells": len(rows.labels)}
     Selector(current.cheap, current.full, column, meta).save(out)
     cells = zip(rows.features, rows.asked, rows.sentences, strict=True)
-    scored = measure([column.probability(*cell) for cell in cells], rows.labels)
+    scored = measure([column.probability(*cell, model) for cell in cells], rows.labels)
     return ColumnReport(
         tables=len(tables),
         cells=len(rows.labels),

@@ -9,9 +9,10 @@ features of the sentence, the question (or the part of it being answered) and it
 - ``full``: with it (cosine similarity to the question, and its rank), to choose;
 - ``column``: the same features, for an evidence table's short column questions asked of one
   paper alone ("dataset"), trained on annotated tables (`abstract-qa train-columns`), plus a
-  learned similarity between the column's and the sentence's MiniLM vectors (`Pairing`): a
-  column shares few words with its answer ("limitation addressed"), so the fixed cosine alone
-  says little of which sentence states it.
+  learned similarity between the column's and the sentence's vectors (`Pairing`): a column
+  shares few words with its answer ("limitation addressed"), so the fixed cosine alone says
+  little of which sentence states it. The similarity holds for the embedding model it was
+  learned on; an index of another model is scored by ``plain_column``, the features alone.
 
 The weights are a small JSON file shipped in the package (`selector.json`, beside this module),
 with the features' means and scales and what the model was trained on. Scores are calibrated
@@ -24,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 
@@ -66,7 +67,7 @@ CHEAP = (
     "fit_specific",  # fit when the question asks for something specific (not "general")
 )
 FULL = (*CHEAP, "cosine", "cosine_gap", "cosine_rank")
-FEATURES = {"cheap": CHEAP, "full": FULL, "column": FULL}
+FEATURES = {"cheap": CHEAP, "full": FULL, "column": FULL, "plain_column": FULL}
 
 
 @dataclass(frozen=True)
@@ -155,13 +156,14 @@ class Logistic:
     def probability(self, x: np.ndarray) -> np.ndarray:
         return sigmoid(self.logit(x))
 
-    def to_json(self) -> dict[str, object]:
-        return {
-            "mean": self.mean.tolist(),
-            "scale": self.scale.tolist(),
-            "coef": self.coef.tolist(),
-            "intercept": self.intercept,
-        }
+
+def as_json(model: object) -> dict[str, object]:
+    """A model dataclass's fields, arrays as lists."""
+    return {
+        f.name: v.tolist() if isinstance(v, np.ndarray) else v
+        for f in fields(model)  # type: ignore[arg-type]
+        for v in [getattr(model, f.name)]
+    }
 
 
 def sigmoid(z: np.ndarray) -> np.ndarray:
@@ -170,37 +172,24 @@ def sigmoid(z: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Pairing:
-    """A learned similarity of two embeddings, added to a logit: ``gain`` times the sum of a
-    low-rank bilinear term, (L a) . (R b), and a per-dimension one, (a * b) . diagonal."""
+    """A learned similarity of two vectors of one embedding model, added to a logit: ``gain``
+    times the sum of a low-rank bilinear term, (L a) . (R b), and a per-dimension one,
+    (a * b) . diagonal."""
 
     left: np.ndarray  # rank x dimensions
     right: np.ndarray  # rank x dimensions
     diagonal: np.ndarray  # dimensions
     gain: float
+    embedding: str  # the model whose vectors it was learned on (`ModelSpec.name`)
 
-    @classmethod
-    def none(cls, dimensions: int = 384) -> Pairing:
-        """No learned similarity: adds 0."""
-        zeros = np.zeros((1, dimensions))
-        return cls(zeros, zeros, np.zeros(dimensions), 0.0)
+    def fits(self, embedding: str, dimensions: int) -> bool:
+        """Whether it was learned on this model's vectors."""
+        return embedding == self.embedding and dimensions == len(self.diagonal)
 
     def logit(self, asked: np.ndarray, sentences: np.ndarray) -> np.ndarray:
         """One value per row of ``sentences`` for the one vector ``asked``."""
-        if len(asked) != len(self.diagonal):
-            raise ValueError(
-                f"it pairs {len(self.diagonal)}-dimensional vectors, the embedding model gives "
-                f"{len(asked)}"
-            )
         projected = self.right.T @ (self.left @ asked)
         return np.asarray(self.gain * (sentences @ (projected + asked * self.diagonal)))
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "left": self.left.tolist(),
-            "right": self.right.tolist(),
-            "diagonal": self.diagonal.tolist(),
-            "gain": self.gain,
-        }
 
     @classmethod
     def from_json(cls, spec: dict[str, object]) -> Pairing:
@@ -208,20 +197,26 @@ class Pairing:
         diagonal = np.asarray(spec["diagonal"], float)
         if left.ndim != 2 or left.shape != right.shape or left.shape[1] != len(diagonal):
             raise ValueError("its column pairing's shapes do not match")
-        return cls(left, right, diagonal, float(spec["gain"]))  # type: ignore[arg-type]
+        return cls(left, right, diagonal, float(spec["gain"]), str(spec["embedding"]))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
 class ColumnStage:
-    """The column stage: a logistic model over `FULL`, its logit plus the learned similarity of
-    the column's vector and the sentence's."""
+    """The column stage: a logistic model over `FULL` whose logit the learned similarity of the
+    column's vector and the sentence's adds to, and (``plain``) one over `FULL` alone, for an
+    index of another embedding model than the one the similarity was learned on."""
 
     linear: Logistic
     pairing: Pairing
+    plain: Logistic
 
-    def probability(self, x: np.ndarray, asked: np.ndarray, sentences: np.ndarray) -> np.ndarray:
+    def probability(
+        self, x: np.ndarray, asked: np.ndarray, sentences: np.ndarray, embedding: str
+    ) -> np.ndarray:
         """The chance that each sentence (features ``x``, vectors ``sentences``) states what the
-        column (vector ``asked``) asks."""
+        column (vector ``asked``) asks, the vectors being ``embedding``'s."""
+        if not self.pairing.fits(embedding, len(asked)):
+            return self.plain.probability(x)
         return sigmoid(self.linear.logit(x) + self.pairing.logit(asked, sentences))
 
 
@@ -251,10 +246,10 @@ class Selector:
                 )
                 if not (len(stages[stage].coef) == len(stages[stage].mean) == len(names)):
                     raise ValueError(f"its {stage} weights do not match its features")
-            spec = data["stages"]["column"]
-            if "pairing" not in spec:
+            if "pairing" not in data["stages"]["column"]:
                 raise ValueError("its column stage is not this version's (no pairing)")
-            column = ColumnStage(stages["column"], Pairing.from_json(spec["pairing"]))
+            pairing = Pairing.from_json(data["stages"]["column"]["pairing"])
+            column = ColumnStage(stages["column"], pairing, stages["plain_column"])
         except FileNotFoundError as err:
             raise ModelFileError(path, "it is missing", REBUILD) from err
         except (OSError, ValueError, KeyError, TypeError) as err:
@@ -263,14 +258,15 @@ class Selector:
 
     def save(self, path: Path) -> None:
         stages = {
-            stage: {"features": list(FEATURES[stage]), **model.to_json()}
+            stage: {"features": list(FEATURES[stage]), **as_json(model)}
             for stage, model in (
                 ("cheap", self.cheap),
                 ("full", self.full),
                 ("column", self.column.linear),
+                ("plain_column", self.column.plain),
             )
         }
-        stages["column"]["pairing"] = self.column.pairing.to_json()
+        stages["column"]["pairing"] = as_json(self.column.pairing)
         path.write_text(json.dumps({"stages": stages, "trained": self.meta}, indent=1) + "\n")
 
 
