@@ -9,6 +9,16 @@ Two steps, with blind annotators (helper sessions that never see the answerer) b
     # 2. the annotators' files checked and merged into data/train/questions.jsonl
     .venv/bin/python bench/trainset.py merge /tmp/aqa-train/packets --out data/train/questions.jsonl
 
+Evidence tables for the selector's column stage (issue 38) are made the same way: groups of ten
+neighbouring papers, none used anywhere (nor in data/train/), from the half of the corpus whose
+id's SHA-1 is odd (the frozen table set drew from the even half); an annotator picks 4-8 papers of
+a group, 3-5 review columns, and fills every cell; the checked tables are appended:
+
+    .venv/bin/python bench/trainset.py table-packets ../shared/data/ml-abstracts.jsonl.gz \
+        --out /tmp/aqa-train/tables --packets 5 --groups 14 --first 4 --seed 38
+    .venv/bin/python bench/trainset.py merge-tables /tmp/aqa-train/tables \
+        --out data/train/tables.jsonl
+
 An annotator's line names its gold papers, its facts, and for each fact the number of the
 sentence that states it (see data/train/README.md for the stored format). ``merge`` keeps a line
 only if every paper it names is in its packet, every fact is found in the sentence it names
@@ -19,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import json
 import math
 import random
@@ -124,6 +135,151 @@ def packets(args: argparse.Namespace) -> None:
         print(f"{path}: {len(lines)} papers in {len(mine)} groups")
 
 
+def trained_papers() -> set[str]:
+    """Papers data/train/ already annotates: a new table packet offers none of them."""
+    taken: set[str] = set()
+    for path in (ROOT / "data" / "train").glob("*.jsonl"):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                record = json.loads(line)
+                taken.update(record.get("gold", []))
+                taken.update(record.get("papers", []))
+    return taken
+
+
+def odd_half(paper_id: str) -> bool:
+    return int(hashlib.sha1(paper_id.encode()).hexdigest(), 16) % 2 == 1
+
+
+def table_packets(args: argparse.Namespace) -> None:
+    excluded = used_papers() | trained_papers()
+    with gzip.open(args.corpus, "rt", encoding="utf-8") as fh:
+        papers = [json.loads(line) for line in fh]
+    pool = [
+        p
+        for p in papers
+        if p["id"] not in excluded and odd_half(p["id"]) and len(sentences(p["abstract"])) >= 4
+    ]
+    rng = random.Random(args.seed)
+    rng.shuffle(pool)
+    nearest = _neighbours([f"{p['title']} {p['abstract']}" for p in pool])
+    taken: set[int] = set()
+    groups: list[list[int]] = []
+    for seed in range(len(pool)):  # a random paper and its nine nearest untaken neighbours
+        if seed in taken:
+            continue
+        group = [seed, *nearest(seed, taken)[:9]]
+        if len(group) < 8:
+            continue
+        taken.update(group)
+        groups.append(group)
+        if len(groups) >= args.packets * args.groups:
+            break
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for k in range(args.packets):
+        lines = [
+            {
+                "group": g,
+                "id": pool[i]["id"],
+                "title": pool[i]["title"],
+                "year": pool[i]["year"],
+                "venue": pool[i]["venue"],
+                "sentences": {
+                    str(n): s for n, s in enumerate(sentences(pool[i]["abstract"]), start=1)
+                },
+            }
+            for g, group in enumerate(groups[k :: args.packets])
+            for i in group
+        ]
+        path = out / f"tables-{args.first + k}.jsonl"
+        path.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines))
+        print(f"{path}: {len(lines)} papers in {len(groups[k :: args.packets])} groups")
+
+
+def merge_tables(args: argparse.Namespace) -> None:
+    """Check the annotators' tables (tables-N-answers.jsonl beside tables-N.jsonl) and append the
+    good ones to --out; a table with any bad cell is dropped whole, with the reason printed."""
+    out = Path(args.out)
+    existing = out.read_text(encoding="utf-8").splitlines() if out.exists() else []
+    have = {json.loads(line)["batch"] for line in existing if line.strip()}
+    added: list[dict] = []
+    for packet in sorted(Path(args.packets).glob("tables-*.jsonl")):
+        if packet.stem.endswith("-answers") or packet.stem in have:
+            continue
+        if args.batch and packet.stem != args.batch:
+            continue
+        answers = packet.with_name(f"{packet.stem}-answers.jsonl")
+        if not answers.exists():
+            print(f"{answers}: missing", file=sys.stderr)
+            continue
+        papers = {
+            p["id"]: p for p in map(json.loads, packet.read_text(encoding="utf-8").splitlines())
+        }
+        kept = 0
+        for n, line in enumerate(answers.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                table = _checked_table(json.loads(line), papers)
+            except (ValueError, KeyError, TypeError) as err:
+                print(f"{answers}:{n}: dropped: {err}", file=sys.stderr)
+                continue
+            table["id"] = f"tt{len(existing) + len(added) + 1:02d}"
+            table["batch"] = packet.stem
+            added.append(table)
+            kept += 1
+        print(f"{answers}: {kept} tables kept")
+    with out.open("a", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(t, ensure_ascii=False) + "\n" for t in added)
+    cells = [c for t in added for c in t["cells"]]
+    unstated = sum(not c["stated"] for c in cells)
+    print(f"{out}: {len(added)} tables added, {len(cells)} cells, {unstated} not stated")
+
+
+def _checked_table(raw: dict, papers: dict[str, dict]) -> dict:
+    topic = str(raw["topic"]).strip()
+    ids = list(dict.fromkeys(raw["papers"]))
+    columns = list(dict.fromkeys(str(c).strip() for c in raw["columns"]))
+    if not topic or not 3 <= len(columns) <= 5 or not 4 <= len(ids) <= 8:
+        raise ValueError("a table needs a topic, 4-8 papers and 3-5 columns")
+    groups = {papers[i]["group"] if i in papers else None for i in ids}
+    if None in groups or len(groups) != 1:
+        raise ValueError("papers outside the packet or from more than one group")
+    cells: dict[tuple[str, str], dict] = {}
+    for cell in raw["cells"]:
+        pid, column = cell["paper"], str(cell["column"]).strip()
+        if pid not in ids or column not in columns:
+            raise ValueError(f"cell outside the table: {pid} / {column}")
+        if not cell["stated"]:
+            cells[pid, column] = {"paper": pid, "column": column, "stated": False, "facts": []}
+            continue
+        sentence = papers[pid]["sentences"].get(str(cell["sentence"]))
+        if sentence is None:
+            raise ValueError(f"no sentence {cell['sentence']} in {pid}")
+        facts = [
+            [str(v).strip() for v in (f if isinstance(f, list) else [f])] for f in cell["facts"]
+        ]
+        if not facts or any(not v or _norm(v) not in _norm(sentence) for f in facts for v in f):
+            raise ValueError(f"{pid} / {column}: a fact is not in sentence {cell['sentence']}")
+        cells[pid, column] = {
+            "paper": pid,
+            "column": column,
+            "stated": True,
+            "facts": facts,
+            "evidence": sentence,
+        }
+    missing = [f"{p} / {c}" for p in ids for c in columns if (p, c) not in cells]
+    if missing:
+        raise ValueError(f"cells not filled: {', '.join(missing[:3])}")
+    return {
+        "topic": topic,
+        "papers": ids,
+        "columns": columns,
+        "cells": [cells[p, c] for p in ids for c in columns],
+    }
+
+
 def _norm(text: str) -> str:
     return re.sub(r"\s+", " ", text.replace("\\", "")).strip().casefold()
 
@@ -227,6 +383,19 @@ def main() -> None:
     m.add_argument("--out", required=True)
     m.add_argument("--verbose", action="store_true")
     m.set_defaults(run=merge)
+    tp = sub.add_parser("table-packets")
+    tp.add_argument("corpus")
+    tp.add_argument("--out", required=True)
+    tp.add_argument("--packets", type=int, default=5)
+    tp.add_argument("--groups", type=int, default=14)
+    tp.add_argument("--first", type=int, default=4, help="number of the first batch (tables-N)")
+    tp.add_argument("--seed", type=int, default=38)
+    tp.set_defaults(run=table_packets)
+    mt = sub.add_parser("merge-tables")
+    mt.add_argument("packets")
+    mt.add_argument("--out", required=True)
+    mt.add_argument("--batch", help="only this batch (tables-N): an annotator checking a draft")
+    mt.set_defaults(run=merge_tables)
     args = parser.parse_args()
     args.run(args)
 
