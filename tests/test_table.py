@@ -10,15 +10,19 @@ from pathlib import Path
 from typing import Any
 
 import bibtexparser
+import numpy as np
 import pytest
 from openpyxl import load_workbook
 
 from app.engine.export import export_table, table_format_for
 from app.engine.service import QAService
+from app.engine.table import Asked, column_question, span_of
+from app.query import question as q
 from app.ui.shared import escape
 from core.errors import InputError, PaperNotFoundError
 from core.models import Table, TableRequest
 from core.settings import Settings
+from core.tokens import words
 from tests.conftest import paper_id_containing, start_app
 from tests.test_cli import run
 
@@ -182,3 +186,42 @@ def test_a_stopped_table_keeps_the_rows_filled(sample_service: QAService) -> Non
         r.paper_id for r in plan.rows[:5]
     ]
     assert all(len(r.cells) == 2 for r in partial.rows)
+
+
+@pytest.mark.parametrize(
+    ("column", "sentence", "items"),
+    [
+        (
+            "datasets",
+            "We evaluate the proposed network on human activity videos using KTH, Weizmann "
+            "action, and UCF-101 datasets.",
+            ["KTH", "Weizmann action", "UCF-101"],
+        ),
+        (
+            "key features",
+            "FedPAQ relies on three key features: (1) periodic averaging at the server; (2) "
+            "partial device participation; and (3) quantized message-passing.",
+            ["periodic averaging"],
+        ),
+        (
+            "technique",
+            "The most studied error bound is the quadratic error bound, which generalizes "
+            "strong convexity and is satisfied by many problems.",
+            ["quadratic error bound"],
+        ),
+    ],
+)
+def test_a_cells_span_keeps_a_list_and_what_a_colon_or_which_clause_elaborates(
+    column: str, sentence: str, items: list[str]
+) -> None:
+    """A cell's text is cut from its sentence, but never between the items of a list, after
+    the lead-in of a colon, or off the thing a "which" clause describes (training tables)."""
+
+    def asked(name: str) -> Asked:
+        text = column_question(name)
+        return Asked(name, text, tuple(words([text])[0]), np.zeros(1), q.wanted(text), None)
+
+    span = span_of(sentence, asked(column))
+    assert all(item in span for item in items), span
+    clause = "This scales to large graphs; it reaches 91.2% accuracy on Cora, while others fail."
+    assert span_of(clause, asked("accuracy")) == "it reaches 91.2% accuracy on Cora"

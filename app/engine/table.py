@@ -64,7 +64,7 @@ _QUESTION_START = re.compile(
     re.I,
 )
 _CLAUSE_BREAK = re.compile(
-    r"(?<=[;:])\s+|(?<=,)\s+(?=(?:and|but|while|whereas|which|where|achieving|yielding|"
+    r"(?<=;)\s+|(?<=,)\s+(?=(?:but|while|whereas|achieving|yielding|"
     r"resulting|leading|reaching|outperforming|improving|reducing)\b)|\s+(?=(?:while|whereas)\b)"
     r"|\s+—\s+|\s+--\s+"
 )

@@ -19,7 +19,9 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 
 from app.engine.service import QAService
+from app.engine.table import CellFiller
 from app.evaluation.harness import normalise
+from app.providers.selector import Selector
 from core.errors import InputError
 from core.models import TableRequest
 from core.text import sentence_spans
@@ -84,14 +86,20 @@ def score_tables(
     service: QAService,
     tables: list[GoldTable],
     progress: Callable[[int, int], None] | None = None,
+    selector: Selector | None = None,
 ) -> TableReport:
+    """Fill each annotated table (its papers as the rows) and score its cells; ``selector``
+    fills them instead of the shipped one (a fold's column stage, in cross-validation)."""
     right = quoted = gold_stated = stated_right = 0
     ours_ns = gold_ns = both_ns = wrong = total = 0
     by_column: dict[str, ColumnScore] = {}
     misses: list[dict[str, object]] = []
     started = time.perf_counter()
     for n, gold in enumerate(tables, start=1):
-        table = service.table(TableRequest(papers=gold.papers, columns=gold.columns))
+        plan = service.table_plan(TableRequest(papers=gold.papers, columns=gold.columns))
+        if selector is not None:
+            plan.filler = CellFiller(service.embedder, selector)
+        table = plan.result(list(plan.fill()), complete=True)
         rows = {r.paper_id: r for r in table.rows}
         own = {
             r.paper_id: {r.abstract[a:b] for a, b in sentence_spans(r.abstract)} for r in table.rows
