@@ -47,12 +47,14 @@ def main() -> None:
     parser.add_argument("--tables", type=Path, default=Path("data/train/tables.jsonl"))
     parser.add_argument("--rank", type=int, default=training.PAIRING_RANK)
     parser.add_argument("--penalty", type=float, default=training.PAIRING_PENALTY)
+    parser.add_argument("--steer-penalty", type=float, default=training.STEER_PENALTY)
     parser.add_argument("--seed", type=int, default=37)
     parser.add_argument("--cells", action="store_true", help="also fill and score the cells")
     parser.add_argument("--stated-at", type=float, default=table_module.STATED_AT)
     args = parser.parse_args()
     table_module.STATED_AT = args.stated_at
     training.PAIRING_RANK, training.PAIRING_PENALTY = args.rank, args.penalty
+    training.STEER_PENALTY = args.steer_penalty
     service = QAService()
     tables = load_tables(args.tables)
     batch_of: list[str] = []

@@ -183,13 +183,15 @@ def test_a_missing_or_corrupt_model_file_names_the_file_and_the_rebuild(
     assert str(path) in message and why in message and "make train" in message
 
 
-@pytest.mark.parametrize("older", ["fewer features", "no column pairing"])
+@pytest.mark.parametrize("older", ["fewer features", "no column pairing", "no steering"])
 def test_a_model_of_other_features_is_refused(tmp_path: Path, older: str) -> None:
     data = json.loads(MODEL_FILE.read_text())
     if older == "fewer features":
         data["stages"]["full"]["features"] = data["stages"]["full"]["features"][:-1]
-    else:
+    elif older == "no column pairing":
         del data["stages"]["column"]["pairing"]
+    else:
+        del data["stages"]["column"]["pairing"]["steer"]
     path = tmp_path / "selector.json"
     path.write_text(json.dumps(data))
     with pytest.raises(ModelFileError, match="not this version's") as caught:
@@ -226,6 +228,7 @@ def test_column_training_runs_end_to_end_and_the_result_fills_a_table(tmp_path: 
     assert model.meta["table_cells"] == report.cells
     assert np.array_equal(model.full.coef, shipped_model.full.coef)  # answer stages kept
     assert np.abs(model.column.pairing.left).sum() > 0  # the similarity was learned
+    assert np.abs(model.column.pairing.steer).sum() > 0  # and the column's steering
     # stated cells whose stating sentence the fitted stage puts first (it saw them)
     assert report.first >= 0.6, report
     plan = service.table_plan(TableRequest(papers=tables[0].papers, columns=tables[0].columns))

@@ -11,8 +11,10 @@ features of the sentence, the question (or the part of it being answered) and it
   paper alone ("dataset"), trained on annotated tables (`abstract-qa train-columns`), plus a
   learned similarity between the column's and the sentence's vectors (`Pairing`): a column
   shares few words with its answer ("limitation addressed"), so the fixed cosine alone says
-  little of which sentence states it. The similarity holds for the embedding model it was
-  learned on; an index of another model is scored by ``plain_column``, the features alone.
+  little of which sentence states it; and the column's vector moves the features' weights
+  (`Pairing.steer`: a result column weighs a number and a late place, a dataset column a name).
+  Both hold for the embedding model they were learned on; an index of another model is scored
+  by ``plain_column``, the features alone.
 
 The weights are a small JSON file shipped in the package (`selector.json`, beside this module),
 with the features' means and scales and what the model was trained on. Scores are calibrated
@@ -181,6 +183,13 @@ class Pairing:
     diagonal: np.ndarray  # dimensions
     gain: float
     embedding: str  # the model whose vectors it was learned on (`ModelSpec.name`)
+    steer: np.ndarray  # features x dimensions: the column's vector moves the features' weights
+
+    def steered(self, asked: np.ndarray) -> np.ndarray:
+        """What the column (vector ``asked``) adds to the weights of the standardised features:
+        a column asking for a result weighs a number or a late place more than one asking for a
+        dataset, which weighs a name."""
+        return np.asarray(self.gain * (self.steer @ asked))
 
     def fits(self, embedding: str, dimensions: int) -> bool:
         """Whether it was learned on this model's vectors."""
@@ -195,9 +204,13 @@ class Pairing:
     def from_json(cls, spec: dict[str, object]) -> Pairing:
         left, right = np.asarray(spec["left"], float), np.asarray(spec["right"], float)
         diagonal = np.asarray(spec["diagonal"], float)
+        steer = np.asarray(spec["steer"], float)
         if left.ndim != 2 or left.shape != right.shape or left.shape[1] != len(diagonal):
             raise ValueError("its column pairing's shapes do not match")
-        return cls(left, right, diagonal, float(spec["gain"]), str(spec["embedding"]))  # type: ignore[arg-type]
+        if steer.shape != (len(FULL), len(diagonal)):
+            raise ValueError("its column steering's shape does not match its features")
+        gain, embedding = float(spec["gain"]), str(spec["embedding"])  # type: ignore[arg-type]
+        return cls(left, right, diagonal, gain, embedding, steer)
 
 
 @dataclass(frozen=True)
@@ -217,7 +230,9 @@ class ColumnStage:
         column (vector ``asked``) asks, the vectors being ``embedding``'s."""
         if not self.pairing.fits(embedding, len(asked)):
             return self.plain.probability(x)
-        return sigmoid(self.linear.logit(x) + self.pairing.logit(asked, sentences))
+        standard = (x - self.linear.mean) / self.linear.scale
+        steered = standard @ self.pairing.steered(asked)
+        return sigmoid(self.linear.logit(x) + self.pairing.logit(asked, sentences) + steered)
 
 
 @dataclass(frozen=True)
@@ -246,8 +261,8 @@ class Selector:
                 )
                 if not (len(stages[stage].coef) == len(stages[stage].mean) == len(names)):
                     raise ValueError(f"its {stage} weights do not match its features")
-            if "pairing" not in data["stages"]["column"]:
-                raise ValueError("its column stage is not this version's (no pairing)")
+            if "steer" not in data["stages"]["column"].get("pairing", {}):
+                raise ValueError("its column stage is not this version's (no steering)")
             pairing = Pairing.from_json(data["stages"]["column"]["pairing"])
             column = ColumnStage(stages["column"], pairing, stages["plain_column"])
         except FileNotFoundError as err:
