@@ -15,7 +15,7 @@ id's SHA-1 is odd (the frozen table set drew from the even half); an annotator p
 a group, 3-5 review columns, and fills every cell; the checked tables are appended:
 
     .venv/bin/python bench/trainset.py table-packets ../shared/data/ml-abstracts.jsonl.gz \
-        --out /tmp/aqa-train/tables --packets 5 --groups 14 --first 4 --seed 38
+        --out /tmp/aqa-train/tables --packets 6 --groups 14 --first 4 --seed 38
     .venv/bin/python bench/trainset.py merge-tables /tmp/aqa-train/tables \
         --out data/train/tables.jsonl
 

@@ -204,7 +204,7 @@ def test_a_stopped_table_keeps_the_rows_filled(sample_service: QAService) -> Non
             ["periodic averaging"],
         ),
         (
-            "technique",
+            "condition generalizing strong convexity",
             "The most studied error bound is the quadratic error bound, which generalizes "
             "strong convexity and is satisfied by many problems.",
             ["quadratic error bound"],
@@ -214,7 +214,7 @@ def test_a_stopped_table_keeps_the_rows_filled(sample_service: QAService) -> Non
 def test_a_cells_span_keeps_a_list_and_what_a_colon_or_which_clause_elaborates(
     column: str, sentence: str, items: list[str]
 ) -> None:
-    """A cell's text is cut from its sentence, but never between the items of a list, after
+    """A cell's text is cut from its sentence, but never inside a comma-separated list, after
     the lead-in of a colon, or off the thing a "which" clause describes (training tables)."""
 
     def asked(name: str) -> Asked:

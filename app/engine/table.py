@@ -39,7 +39,7 @@ from ingest.embed import Embedder
 NOT_STATED = "not stated"
 STATED_AT = 0.25
 """The selector's chance at which a column's best sentence is taken to state it (below it the cell
-is "not stated"): chosen by cross-validation over the training tables' three batches
+is "not stated"): chosen by cross-validation over the training tables' batches (three, then nine)
 (`data/train/tables.jsonl`), docs/tables.md."""
 MIN_WORDS = 3  # a shorter "sentence" (a heading, a stray fragment) is never a cell's quote
 
@@ -224,8 +224,8 @@ def not_stated(column: str, confidence: float, flagged: bool = False) -> TableCe
 
 
 def clauses(sentence: str) -> list[str]:
-    """The sentence cut at its clause boundaries (semicolons, colons, a comma before "and",
-    "while", "achieving", ...): the spans a cell's text is chosen from."""
+    """The sentence cut at its clause boundaries (semicolons, a comma before "but", "while",
+    "achieving", ..., dashes): the spans a cell's text is chosen from."""
     parts = [p.strip(" ,;:") for p in _CLAUSE_BREAK.split(sentence)]
     return [p for p in parts if len(p.split()) >= 2] or [sentence]
 
