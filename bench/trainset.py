@@ -91,48 +91,70 @@ def _neighbours(texts: list[str]) -> Callable[[int, set[int]], list[int]]:
     return nearest
 
 
-def packets(args: argparse.Namespace) -> None:
-    used = used_papers()
-    with gzip.open(args.corpus, "rt", encoding="utf-8") as fh:
-        papers = [json.loads(line) for line in fh]
-    pool = [p for p in papers if p["id"] not in used and len(sentences(p["abstract"])) >= 3]
-    rng = random.Random(args.seed)
-    rng.shuffle(pool)
+def _grouped(
+    corpus: str,
+    keep: Callable[[dict], bool],
+    size: int,
+    enough: Callable[[list[list[int]]], bool],
+    seed: int,
+) -> tuple[list[dict], list[list[int]]]:
+    """The corpus's papers that ``keep`` accepts, shuffled by ``seed``, and groups of ``size``
+    (a random paper and its nearest untaken neighbours; a group short by more than two is
+    skipped) until ``enough``."""
+    with gzip.open(corpus, "rt", encoding="utf-8") as fh:
+        pool = [p for p in map(json.loads, fh) if keep(p)]
+    random.Random(seed).shuffle(pool)
     nearest = _neighbours([f"{p['title']} {p['abstract']}" for p in pool])
     taken: set[int] = set()
     groups: list[list[int]] = []
-    want = args.packets * args.papers
-    for seed in range(len(pool)):  # a random paper and its two nearest untaken neighbours
-        if seed in taken:
+    for first in range(len(pool)):
+        if first in taken:
             continue
-        group = [seed, *nearest(seed, taken)[:2]]
+        group = [first, *nearest(first, taken)[: size - 1]]
+        if len(group) < size - 2:
+            continue
         taken.update(group)
         groups.append(group)
-        if sum(map(len, groups)) >= want:
+        if enough(groups):
             break
-    out = Path(args.out)
+    return pool, groups
+
+
+def _write_packets(
+    out: Path, pool: list[dict], groups: list[list[int]], count: int, name: Callable[[int], str]
+) -> None:
+    """``count`` packets, every ``count``-th group in each: a paper a line, its abstract cut into
+    numbered sentences as the answerer cuts it."""
     out.mkdir(parents=True, exist_ok=True)
-    for k in range(args.packets):
-        mine = groups[k :: args.packets]
-        lines = []
-        for g, group in enumerate(mine):
-            for i in group:
-                p = pool[i]
-                lines.append(
-                    {
-                        "group": g,
-                        "id": p["id"],
-                        "title": p["title"],
-                        "year": p["year"],
-                        "venue": p["venue"],
-                        "sentences": {
-                            str(n): s for n, s in enumerate(sentences(p["abstract"]), start=1)
-                        },
-                    }
-                )
-        path = out / f"packet-{k + 1}.jsonl"
+    for k in range(count):
+        mine = groups[k::count]
+        lines = [
+            {
+                "group": g,
+                **{key: pool[i][key] for key in ("id", "title", "year", "venue")},
+                "sentences": {
+                    str(n): s for n, s in enumerate(sentences(pool[i]["abstract"]), start=1)
+                },
+            }
+            for g, group in enumerate(mine)
+            for i in group
+        ]
+        path = out / name(k)
         path.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines))
         print(f"{path}: {len(lines)} papers in {len(mine)} groups")
+
+
+def packets(args: argparse.Namespace) -> None:
+    used = used_papers()
+    want = args.packets * args.papers
+    pool, groups = _grouped(  # a random paper and its two nearest untaken neighbours
+        args.corpus,
+        lambda p: p["id"] not in used and len(sentences(p["abstract"])) >= 3,
+        3,
+        lambda groups: sum(map(len, groups)) >= want,
+        args.seed,
+    )
+    _write_packets(Path(args.out), pool, groups, args.packets, lambda k: f"packet-{k + 1}.jsonl")
 
 
 def trained_papers() -> set[str]:
@@ -153,48 +175,17 @@ def odd_half(paper_id: str) -> bool:
 
 def table_packets(args: argparse.Namespace) -> None:
     excluded = used_papers() | trained_papers()
-    with gzip.open(args.corpus, "rt", encoding="utf-8") as fh:
-        papers = [json.loads(line) for line in fh]
-    pool = [
-        p
-        for p in papers
-        if p["id"] not in excluded and odd_half(p["id"]) and len(sentences(p["abstract"])) >= 4
-    ]
-    rng = random.Random(args.seed)
-    rng.shuffle(pool)
-    nearest = _neighbours([f"{p['title']} {p['abstract']}" for p in pool])
-    taken: set[int] = set()
-    groups: list[list[int]] = []
-    for seed in range(len(pool)):  # a random paper and its nine nearest untaken neighbours
-        if seed in taken:
-            continue
-        group = [seed, *nearest(seed, taken)[:9]]
-        if len(group) < 8:
-            continue
-        taken.update(group)
-        groups.append(group)
-        if len(groups) >= args.packets * args.groups:
-            break
+    pool, groups = _grouped(  # a random paper and its nine nearest untaken neighbours
+        args.corpus,
+        lambda p: (
+            p["id"] not in excluded and odd_half(p["id"]) and len(sentences(p["abstract"])) >= 4
+        ),
+        10,
+        lambda groups: len(groups) >= args.packets * args.groups,
+        args.seed,
+    )
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    for k in range(args.packets):
-        lines = [
-            {
-                "group": g,
-                "id": pool[i]["id"],
-                "title": pool[i]["title"],
-                "year": pool[i]["year"],
-                "venue": pool[i]["venue"],
-                "sentences": {
-                    str(n): s for n, s in enumerate(sentences(pool[i]["abstract"]), start=1)
-                },
-            }
-            for g, group in enumerate(groups[k :: args.packets])
-            for i in group
-        ]
-        path = out / f"tables-{args.first + k}.jsonl"
-        path.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines))
-        print(f"{path}: {len(lines)} papers in {len(groups[k :: args.packets])} groups")
+    _write_packets(out, pool, groups, args.packets, lambda k: f"tables-{args.first + k}.jsonl")
 
 
 def merge_tables(args: argparse.Namespace) -> None:
@@ -251,6 +242,8 @@ def _checked_table(raw: dict, papers: dict[str, dict]) -> dict:
         pid, column = cell["paper"], str(cell["column"]).strip()
         if pid not in ids or column not in columns:
             raise ValueError(f"cell outside the table: {pid} / {column}")
+        if (pid, column) in cells or not isinstance(cell["stated"], bool):
+            raise ValueError(f"{pid} / {column}: given twice, or 'stated' not true or false")
         if not cell["stated"]:
             cells[pid, column] = {"paper": pid, "column": column, "stated": False, "facts": []}
             continue
@@ -371,31 +364,27 @@ def _checked(raw: dict, papers: dict[str, dict]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="step", required=True)
-    p = sub.add_parser("packets")
-    p.add_argument("corpus")
-    p.add_argument("--out", required=True)
-    p.add_argument("--packets", type=int, default=8)
-    p.add_argument("--papers", type=int, default=210)
-    p.add_argument("--seed", type=int, default=37)
-    p.set_defaults(run=packets)
-    m = sub.add_parser("merge")
-    m.add_argument("packets")
-    m.add_argument("--out", required=True)
-    m.add_argument("--verbose", action="store_true")
-    m.set_defaults(run=merge)
-    tp = sub.add_parser("table-packets")
-    tp.add_argument("corpus")
-    tp.add_argument("--out", required=True)
-    tp.add_argument("--packets", type=int, default=5)
-    tp.add_argument("--groups", type=int, default=14)
-    tp.add_argument("--first", type=int, default=4, help="number of the first batch (tables-N)")
-    tp.add_argument("--seed", type=int, default=38)
-    tp.set_defaults(run=table_packets)
-    mt = sub.add_parser("merge-tables")
-    mt.add_argument("packets")
-    mt.add_argument("--out", required=True)
-    mt.add_argument("--batch", help="only this batch (tables-N): an annotator checking a draft")
-    mt.set_defaults(run=merge_tables)
+    for name, run in (("packets", packets), ("table-packets", table_packets)):
+        p = sub.add_parser(name)
+        p.add_argument("corpus")
+        p.add_argument("--out", required=True)
+        p.add_argument("--packets", type=int, default=8 if run is packets else 6)
+        p.add_argument("--seed", type=int, default=37 if run is packets else 38)
+        p.set_defaults(run=run)
+        if run is packets:
+            p.add_argument("--papers", type=int, default=210)
+        else:
+            p.add_argument("--groups", type=int, default=14)
+            p.add_argument("--first", type=int, default=4, help="the first batch's N (tables-N)")
+    for name, run in (("merge", merge), ("merge-tables", merge_tables)):
+        m = sub.add_parser(name)
+        m.add_argument("packets")
+        m.add_argument("--out", required=True)
+        m.set_defaults(run=run)
+    sub.choices["merge"].add_argument("--verbose", action="store_true")
+    sub.choices["merge-tables"].add_argument(
+        "--batch", help="only this batch (tables-N): an annotator checking a draft"
+    )
     args = parser.parse_args()
     args.run(args)
 

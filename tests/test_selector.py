@@ -5,6 +5,7 @@ data/train/ (read from the shared corpus)."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from pathlib import Path
@@ -197,6 +198,24 @@ def test_a_model_of_other_features_is_refused(tmp_path: Path, older: str) -> Non
     with pytest.raises(ModelFileError, match="not this version's") as caught:
         Selector.load(path)
     assert str(path) in str(caught.value) and "make train" in str(caught.value)
+
+
+def test_the_columns_vector_steers_the_shipped_column_stage() -> None:
+    """The shipped column stage scores a sentence by the column's vector twice over: the learned
+    similarity and the steering of the features' weights; an index of another embedding model
+    falls back to the features alone."""
+    stage, rng = shipped().column, np.random.default_rng(3)
+    x = rng.normal(size=(6, len(FULL))) * stage.linear.scale + stage.linear.mean
+    sentences = rng.normal(size=(6, 384)) / np.sqrt(384)
+    asked = rng.normal(size=384) / np.sqrt(384)
+    model = stage.pairing.embedding
+    unsteered = dataclasses.replace(
+        stage, pairing=dataclasses.replace(stage.pairing, steer=np.zeros_like(stage.pairing.steer))
+    )
+    with_steer = stage.probability(x, asked, sentences, model)
+    assert not np.allclose(with_steer, unsteered.probability(x, asked, sentences, model))
+    other = stage.probability(x, asked, sentences, "another-model")
+    assert np.allclose(other, stage.plain.probability(x))
 
 
 def test_column_training_runs_end_to_end_and_the_result_fills_a_table(tmp_path: Path) -> None:

@@ -230,9 +230,10 @@ class ColumnStage:
         column (vector ``asked``) asks, the vectors being ``embedding``'s."""
         if not self.pairing.fits(embedding, len(asked)):
             return self.plain.probability(x)
-        standard = (x - self.linear.mean) / self.linear.scale
-        steered = standard @ self.pairing.steered(asked)
-        return sigmoid(self.linear.logit(x) + self.pairing.logit(asked, sentences) + steered)
+        linear = self.linear  # its weights as the column's vector steers them
+        weights = linear.coef + self.pairing.steered(asked)
+        logit = ((x - linear.mean) / linear.scale) @ weights + linear.intercept
+        return sigmoid(logit + self.pairing.logit(asked, sentences))
 
 
 @dataclass(frozen=True)
