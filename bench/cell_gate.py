@@ -30,12 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.engine.service import QAService
 from app.engine.table import STATED_AT, span_of
-from app.evaluation.harness import normalise
 from app.evaluation.tables import holds, load_tables
-from app.evaluation.training import ColumnRows, fit_column
+from app.evaluation.training import ColumnRows, filled_cells, fit_column
 from app.providers.selector import KINDS
 from app.query import question as q
-from core.models import TableRequest
 
 NOT_STATED, SPAN_RIGHT, WRONG = 0, 1, 2
 
@@ -53,34 +51,18 @@ def main() -> None:
     service = QAService()
     model = service.embedder.spec.name
     rows, batches, cells = ColumnRows(), [], []
-    for table in load_tables(args.tables):
-        plan = service.table_plan(TableRequest(papers=table.papers, columns=table.columns))
-        asked = plan.filler.read(plan.request.columns)
-        for row in plan.rows:
-            read = plan.filler.features(row, asked)
-            if not read.spans:
-                continue
-            sentences = [row.abstract[a:b] for a, b in read.spans]
-            for cell in (c for c in table.cells if c.paper == row.paper_id):
-                column = asked[table.columns.index(cell.column)]
-                said = normalise(cell.evidence or "")
-                rows.features.append(read.features[table.columns.index(cell.column)])
-                rows.sentences.append(read.vectors)
-                rows.asked.append(column.vector)
-                rows.labels.append(
-                    np.asarray(
-                        [
-                            float(cell.stated and (normalise(s) == said or holds(s, cell.facts)))
-                            for s in sentences
-                        ]
-                    )
-                )
-                missing = column.detail is not None and not q.states(
-                    column.detail, sentences, f"{column.question} {row.title}"
-                )
-                spans = [cell.stated and holds(span_of(s, column), cell.facts) for s in sentences]
-                cells.append((cell.stated, missing, column.detail is not None, column.kinds, spans))
-                batches.append(table.batch or "-")
+    for filled in filled_cells(service, load_tables(args.tables)):
+        column, cell = filled.column, filled.cell
+        rows.features.append(filled.features)
+        rows.sentences.append(filled.vectors)
+        rows.asked.append(column.vector)
+        rows.labels.append(filled.labels)
+        missing = column.detail is not None and not q.states(
+            column.detail, filled.sentences, f"{column.question} {filled.title}"
+        )
+        spans = [cell.stated and holds(span_of(s, column), cell.facts) for s in filled.sentences]
+        cells.append((cell.stated, missing, column.detail is not None, column.kinds, spans))
+        batches.append(filled.table.batch or "-")
     batch = np.asarray(batches)
     chances: list[np.ndarray] = [np.zeros(0)] * len(cells)
     for held in sorted(set(batches)):  # each cell's chances from a stage fitted without its batch

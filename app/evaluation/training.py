@@ -15,7 +15,7 @@ of candidates. One batch of annotators' questions (``holdout``) is kept out and 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,8 +23,9 @@ import numpy as np
 from pydantic import BaseModel
 
 from app.engine.service import QAService
+from app.engine.table import Asked
 from app.evaluation.harness import known_paper_ids, load_questions, normalise
-from app.evaluation.tables import GoldTable, holds, load_tables
+from app.evaluation.tables import GoldCell, GoldTable, holds, load_tables
 from app.providers.extractive import Candidate, ExtractiveProvider
 from app.providers.selector import CHEAP, FULL, ColumnStage, Logistic, Pairing, Selector
 from core.errors import InputError, ModelFileError
@@ -235,11 +236,24 @@ class ColumnRows:
     labels: list[np.ndarray] = field(default_factory=list)
 
 
-def column_rows(service: QAService, tables: list[GoldTable]) -> ColumnRows:
-    """Each annotated cell as the table fills it (its paper alone, the column read once): the
-    features and vectors of every sentence of the abstract, labelled 1 for the sentence that
-    states it."""
-    rows = ColumnRows()
+@dataclass(frozen=True)
+class FilledCell:
+    """An annotated cell as the table fills it: its column read once, its row's sentences with
+    their features (for this column) and vectors, and 1 for each sentence that states it."""
+
+    table: GoldTable
+    cell: GoldCell
+    title: str
+    column: Asked
+    sentences: list[str]
+    features: np.ndarray
+    vectors: np.ndarray
+    labels: np.ndarray
+
+
+def filled_cells(service: QAService, tables: list[GoldTable]) -> Iterator[FilledCell]:
+    """Each annotated cell of ``tables`` with what its row's abstract gives (its paper alone);
+    a row with no sentence to quote gives none."""
     for table in tables:
         plan = service.table_plan(TableRequest(papers=table.papers, columns=table.columns))
         asked = plan.filler.read(plan.request.columns)
@@ -247,23 +261,36 @@ def column_rows(service: QAService, tables: list[GoldTable]) -> ColumnRows:
             read = plan.filler.features(row, asked)
             if not read.spans:
                 continue
+            sentences = [row.abstract[a:b] for a, b in read.spans]
             for cell in (c for c in table.cells if c.paper == row.paper_id):
                 column = table.columns.index(cell.column)
                 said = normalise(cell.evidence or "")
-                y = [
-                    float(
-                        cell.stated
-                        and (
-                            normalise(row.abstract[a:b]) == said
-                            or holds(row.abstract[a:b], cell.facts)
-                        )
-                    )
-                    for a, b in read.spans
+                states = [
+                    cell.stated and (normalise(s) == said or holds(s, cell.facts))
+                    for s in sentences
                 ]
-                rows.features.append(read.features[column])
-                rows.sentences.append(read.vectors)
-                rows.asked.append(asked[column].vector)
-                rows.labels.append(np.asarray(y))
+                yield FilledCell(
+                    table,
+                    cell,
+                    row.title,
+                    asked[column],
+                    sentences,
+                    read.features[column],
+                    read.vectors,
+                    np.asarray(states, dtype=float),
+                )
+
+
+def column_rows(service: QAService, tables: list[GoldTable]) -> ColumnRows:
+    """Each annotated cell as the table fills it (its paper alone, the column read once): the
+    features and vectors of every sentence of the abstract, labelled 1 for the sentence that
+    states it."""
+    rows = ColumnRows()
+    for filled in filled_cells(service, tables):
+        rows.features.append(filled.features)
+        rows.sentences.append(filled.vectors)
+        rows.asked.append(filled.column.vector)
+        rows.labels.append(filled.labels)
     return rows
 
 
