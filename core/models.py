@@ -539,7 +539,11 @@ class Evidence(BaseModel):
     model_config = {"extra": "forbid"}
 
     paper: str
-    sentence: str = Field(min_length=1, description="As the answerer cuts the abstract.")
+    sentence: str = Field(
+        min_length=1,
+        description="As the answerer cuts the abstract (for a listing's paper that only its "
+        "title shows fits, the title).",
+    )
 
 
 class TrainQuestion(EvalQuestion):
@@ -551,6 +555,10 @@ class TrainQuestion(EvalQuestion):
     )
     asked: str | None = Field(default=None, description="The detail a not-stated question asks.")
     batch: str | None = Field(default=None, description="The annotator's packet it came from.")
+    search_terms: list[str] = Field(
+        default_factory=list,
+        description="For an exhaustive listing: the words its annotator searched the corpus for.",
+    )
 
 
 MAX_COLUMN_CHARS = 200

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from app.engine.service import QAService
+from app.engine.retrieve import to_sources
+from app.engine.service import LISTING_POOL, QAService
 from app.providers.prompts import load_prompt
 from app.providers.wording import (
     check_citations,
@@ -157,6 +158,26 @@ def test_a_listing_question_gets_one_cited_line_per_paper(sample_service: QAServ
     markers = [re.findall(r"\[(\d+)\]", line) for line in lines]
     assert all(len(m) == 1 for m in markers) and len({m[0] for m in markers}) == len(lines)
     assert all(line.startswith("- ") for line in lines)
+
+
+@pytest.mark.parametrize(
+    "question", ["Which papers study federated learning?", "What work studies label noise?"]
+)
+def test_a_listing_lists_the_most_relevant_papers_of_a_deeper_pool(
+    sample_service: QAService, question: str
+) -> None:
+    """A listing wants every paper on its topic, including one that names it in passing and is
+    not among the nearest in meaning: its k papers are the most relevant of the fused ranking's
+    first LISTING_POOL, not the fused ranking's first k."""
+    k = 4
+    sources = sample_service.search(question, k=k)
+    query, at = sample_service._read(question, [], Filters(), [], LISTING_POOL, "hybrid", {})
+    pool = to_sources(sample_service.retriever.search(query, at))
+    sample_service._relevant(query, pool, at)
+    ranked = sorted(pool, key=lambda s: -(s.relevance or 0.0))
+    assert [s.paper_id for s in sources] == [s.paper_id for s in ranked[:k]]
+    fused_first = [s.paper_id for s in pool[:k]]
+    assert [s.paper_id for s in sources] != fused_first  # the reordering is seen here
 
 
 def test_a_comparison_cites_each_side(sample_service: QAService) -> None:

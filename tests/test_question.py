@@ -75,6 +75,10 @@ def test_comparison_sides(question: str, sides: tuple[str, str] | None) -> None:
         ("Which papers study federated learning?", True),
         ("List works on equivariance", True),
         ("Which optimizer is fastest?", False),
+        ("What work models chemotaxis in C. elegans?", True),
+        ("Which prior research uses Tetris as a testbed?", True),
+        ("What work is needed to train the model?", False),
+        ("What does this work propose for pruning?", False),
     ],
 )
 def test_listing_questions(question: str, listing: bool) -> None:

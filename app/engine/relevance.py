@@ -19,11 +19,16 @@ THRESHOLD_PER_DECADE = 0.137
 
 
 def relevance(source: Source, typicality: float) -> float:
-    """How well a source answers the question: the cosine similarity of its best passage, plus
-    the share of the question's distinctive words (idf) it holds, plus how typical of the whole
-    corpus the question is (its similarity to the mean chunk vector: a question about
-    honeybees is not typical of a machine-learning corpus, whatever passage is nearest)."""
-    return source.score + LEXICAL_WEIGHT * source.lexical + TYPICALITY_WEIGHT * typicality
+    """How well a source answers the question: how close it is (`closeness`), plus how typical
+    of the whole corpus the question is (its similarity to the mean chunk vector: a question
+    about honeybees is not typical of a machine-learning corpus, whatever passage is nearest)."""
+    return closeness(source.score, source.lexical) + TYPICALITY_WEIGHT * typicality
+
+
+def closeness(similarity: float, lexical: float) -> float:
+    """The part of relevance that ranks one question's papers: the cosine similarity of the
+    paper's best passage plus the share of the question's distinctive words (idf) it holds."""
+    return similarity + LEXICAL_WEIGHT * lexical
 
 
 def typicality(query: Query, centroid: np.ndarray) -> float:

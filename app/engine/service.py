@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from app.engine.count import count_papers, describe
-from app.engine.relevance import relevance, relevance_threshold, typicality
+from app.engine.relevance import closeness, relevance, relevance_threshold, typicality
 from app.engine.retrieve import Retriever, merge_hits, to_sources
 from app.engine.table import CellFiller, fill_rows, row_of, suggest
 from app.providers import Provider, get_provider
@@ -65,6 +65,9 @@ from store.feedback import FeedbackStore
 from store.index import Snapshot
 
 MAX_QUERY_TOKENS = 256  # what retrieval reads of a very long question
+# A listing's papers are the most relevant of the fused ranking's first 30 (docs/benchmarks.md,
+# "Listings": recall at 10 of 90 exhaustive training listings 0.859 -> 0.885; 50 gave 0.889)
+LISTING_POOL = 30
 
 
 def explicit_filters(filters: Filters | None, given: dict[str, Any]) -> Filters:
@@ -378,6 +381,12 @@ class QAService:
     def _retrieve(self, query: Query, at: Snapshot, timings: dict[str, float]) -> list[Source]:
         """The top ``query.k`` papers; for "how do A and B differ?", each side's best paper
         first, so that both can be cited."""
+        if is_listing(query.standalone):
+            # "which papers ...?": every paper that names the topic, not only those nearest in
+            # meaning; the fused ranking's first LISTING_POOL papers reordered by relevance
+            deep = self.retriever.search(replace(query, k=max(LISTING_POOL, query.k)), at, timings)
+            ranked = sorted(deep, key=lambda hit: -closeness(hit.similarity, hit.lexical))
+            return to_sources(ranked[: query.k])
         hits = self.retriever.search(query, at, timings)
         if sides := comparison_sides(query.text):
             each = [

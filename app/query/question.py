@@ -49,7 +49,10 @@ _METHOD_Q = re.compile(r"^\s*how\b|\b(what (approach|technique|method)|by what m
 
 _LISTING = re.compile(
     r"\b(which|what|list|name|any|find|show me)\b.{0,40}\b(papers|works|studies|articles|"
-    r"approaches|methods)\b|\b(papers|works|studies) (on|about|that|which|propos|stud)",
+    r"approaches|methods)\b|\b(papers|works|studies) (on|about|that|which|propos|stud)|"
+    # "What work models X?", "Which prior research ...": the field's papers, not one paper's
+    r"^\W*(what|which)\s+((prior|previous|existing|recent|other|related)\s+)?"
+    r"(work|research|literature)\b(?!\s+(is|was|does|did|do)\b)",
     re.IGNORECASE,
 )
 _COMPARISON = re.compile(
