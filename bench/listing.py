@@ -72,8 +72,12 @@ def main() -> None:
     print("|---|" + "---|" * (len(files) + 1))
     for name, by_file in recalls.items():
         pooled = [r for f in files for r in by_file.get(f, [])]
-        cells = [f"{statistics.fmean(by_file[f]):.3f} ({len(by_file[f])})" for f in files]
-        print(f"| {name} | " + " | ".join(cells) + f" | {statistics.fmean(pooled):.3f} |")
+        cells = [
+            f"{statistics.fmean(by_file[f]):.3f} ({len(by_file[f])})" if by_file.get(f) else "-"
+            for f in files
+        ]
+        total = f"{statistics.fmean(pooled):.3f}" if pooled else "-"
+        print(f"| {name} | " + " | ".join(cells) + f" | {total} |")
 
 
 if __name__ == "__main__":

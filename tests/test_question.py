@@ -77,8 +77,12 @@ def test_comparison_sides(question: str, sides: tuple[str, str] | None) -> None:
         ("Which optimizer is fastest?", False),
         ("What work models chemotaxis in C. elegans?", True),
         ("Which prior research uses Tetris as a testbed?", True),
+        ("What work has been done on sepsis prediction?", True),
         ("What work is needed to train the model?", False),
-        ("What does this work propose for pruning?", False),
+        ("What research question does DASHA address?", False),
+        ("What research gaps does the survey name?", False),
+        ("Which research group developed AlphaFold?", False),
+        ("What work were the authors building on?", False),
     ],
 )
 def test_listing_questions(question: str, listing: bool) -> None:

@@ -379,9 +379,9 @@ class QAService:
         return replace(query, question=question, standalone=standalone, usage=usage), at
 
     def _retrieve(self, query: Query, at: Snapshot, timings: dict[str, float]) -> list[Source]:
-        """The top ``query.k`` papers; for "how do A and B differ?", each side's best paper
-        first, so that both can be cited."""
-        if is_listing(query.standalone):
+        """The top ``query.k`` papers; for a listing, the most relevant of a deeper pool; for
+        "how do A and B differ?", each side's best paper first, so that both can be cited."""
+        if is_listing(query.standalone) and query.mode == "hybrid":
             # "which papers ...?": every paper that names the topic, not only those nearest in
             # meaning; the fused ranking's first LISTING_POOL papers reordered by relevance
             deep = self.retriever.search(replace(query, k=max(LISTING_POOL, query.k)), at, timings)
