@@ -24,7 +24,7 @@ from app.engine.retrieve import Fusion
 from app.engine.service import QAService
 from app.evaluation.harness import load_questions
 from app.query.question import is_listing
-from core.models import Filters, TrainQuestion
+from core.models import TrainQuestion
 
 VARIANTS: list[tuple[str, Fusion, float, int]] = [
     # name, fusion, dense weight, papers of the fused ranking reordered by relevance (0: none)
@@ -54,7 +54,7 @@ def main() -> None:
             if q.answerable and len(q.gold) > 1 and is_listing(q.question)
         ]
         for q in questions:
-            query, _ = service._read(q.question, [], Filters(), [], args.k, "hybrid", {})
+            query, _ = service.read(q.question, args.k)
             gold = set(q.gold)
             for name, fusion, weight, depth in VARIANTS:
                 deep = replace(query, k=max(depth, args.k))

@@ -171,7 +171,7 @@ def test_a_listing_lists_the_most_relevant_papers_of_a_deeper_pool(
     first LISTING_POOL, not the fused ranking's first k."""
     k = 4
     sources = sample_service.search(question, k=k)
-    query, at = sample_service._read(question, [], Filters(), [], LISTING_POOL, "hybrid", {})
+    query, at = sample_service.read(question, LISTING_POOL)
     pool = sample_service.retriever.search(query, at)
     ranked = sorted(pool, key=lambda hit: -closeness(hit.similarity, hit.lexical))
     assert [s.paper_id for s in sources] == [hit.paper_id for hit in ranked[:k]]

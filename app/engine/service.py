@@ -265,10 +265,16 @@ class QAService:
         self._relevant(query, sources, at)
         return sources
 
+    def read(self, question: str, k: int | None = None) -> tuple[Query, Snapshot]:
+        """``question`` read as `ask` reads a first question (no history, only its own filters),
+        to be searched for ``k`` sources (the kind's default when None), and the index it is
+        searched in."""
+        return self._read(question, [], Filters(), [], k, "hybrid", {})
+
     def given(self, question: str) -> tuple[Query, list[Source]]:
         """The question as read and the sources its provider is given (the relevant ones, best
         first): what the answer selector is trained and checked on."""
-        query, at = self._read(question, [], Filters(), [], None, "hybrid", {})
+        query, at = self.read(question)
         return query, self._relevant(query, self._retrieve(query, at, {}), at)[1]
 
     @property

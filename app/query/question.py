@@ -52,8 +52,8 @@ _LISTING = re.compile(
     r"approaches|methods)\b|\b(papers|works|studies) (on|about|that|which|propos|stud)|"
     # "What work models X?", "Which prior research ...": the field's papers, not one paper's
     r"^\W*(what|which)\s+((prior|previous|existing|recent|other|related)\s+)?"
-    r"(work|research|literature)\s+(has|have|on|about|exists|(?!(is|was|does|this|its)\b)"
-    r"(?!(question|problem|gap|area|field|direction|group|lab|goal|topic|team|community|paper|"
+    r"(work|research|literature)\s+(has|have|on|about|exists|(?!(is|was|does|this|its)\b|"
+    r"(question|problem|gap|area|field|direction|group|lab|goal|topic|team|community|paper|"
     r"interest)s?\b)[a-z]+s)\b",
     re.IGNORECASE,
 )
