@@ -19,7 +19,9 @@ import pickle
 import random
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -92,15 +94,7 @@ def main() -> None:
     for _ in range(args.epochs):
         for start in range(0, len(pairs), args.batch):
             chunk = pairs[start : start + args.batch]
-            features = model.tokenizer(
-                [c[0] for c in chunk],
-                [c[1] for c in chunk],
-                padding=True,
-                truncation=True,
-                max_length=128,
-                return_tensors="pt",
-            )
-            logits = model.model(**features).logits.view(-1)
+            logits = model.model(**encode(model, chunk)).logits.view(-1)
             loss = loss_fn(logits, torch.tensor([c[2] for c in chunk]))
             optimiser.zero_grad()
             loss.backward()
@@ -133,6 +127,18 @@ def main() -> None:
             },
             indent=1,
         )
+    )
+
+
+def encode(model: Any, pairs: Sequence[tuple[str, str] | tuple[str, str, float]]) -> Any:
+    """(question, sentence) pairs as the cross-encoder's input tensors, 128 tokens at most."""
+    return model.tokenizer(
+        [p[0] for p in pairs],
+        [p[1] for p in pairs],
+        padding=True,
+        truncation=True,
+        max_length=128,
+        return_tensors="pt",
     )
 
 
