@@ -12,8 +12,9 @@ the fold, each cell's best ``--shortlist`` sentences by the stage are reread. Th
 stage's logit plus the cross-encoder's, weighed by a logistic fitted on the other folds'
 shortlists (with ``--only-fold``, on the fold's own: a leak in the rerank's favour). It prints,
 over the stated cells, how often the first sentence states the fact and how often one of the
-first two does, for the stage alone, the cross-encoder alone within the shortlist and the
-rerank, per fold and pooled, and the scoring time a pair. The frozen set is not read.
+first two does, for the stage alone and the rerank, per fold and pooled (and, pooled, for the
+cross-encoder alone within the shortlist), and the scoring time a pair, each cell's shortlist
+scored in one call. The frozen set is not read.
 """
 
 from __future__ import annotations
@@ -208,7 +209,7 @@ def main() -> None:
         print(
             f"fold {fold}: {len(train)} cells fitted ({fitted:.0f} s), {len(pairs)} pairs "
             f"trained ({trained:.0f} s), {pairs_scored} pairs scored "
-            f"({1000 * scored / max(1, pairs_scored):.1f} ms a pair, batches of 64)",
+            f"({1000 * scored / max(1, pairs_scored):.1f} ms a pair, scored cell by cell)",
             flush=True,
         )
         results += [dict(r, fold=fold) for r in rows]

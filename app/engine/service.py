@@ -266,9 +266,9 @@ class QAService:
         return sources
 
     def read(self, question: str, k: int | None = None) -> tuple[Query, Snapshot]:
-        """``question`` read as `ask` reads a first question (no history, only its own filters),
-        to be searched for ``k`` sources (the kind's default when None), and the index it is
-        searched in."""
+        """``question`` read as `ask` reads a first question (no history, only its own filters,
+        hybrid search), to be searched for ``k`` sources (when None, `top_k`'s: more for a
+        listing), and the index it is searched in."""
         return self._read(question, [], Filters(), [], k, "hybrid", {})
 
     def given(self, question: str) -> tuple[Query, list[Source]]:
