@@ -60,7 +60,7 @@ def main() -> None:
             author = record["authors"][0]
         named, pattern = variant(author, i)
         question = pattern.format(named, record["title"].rstrip(".?!").lower())
-        service.embedder.forget_queries()
+        service.embedder.forget()
         t = time.perf_counter()
         answer = service.ask(question)
         ask_times.append(time.perf_counter() - t)
@@ -75,7 +75,7 @@ def main() -> None:
             ("author filter", Filters(authors=[record["authors"][0]])),
             ("year+venue filter", Filters(year_from=2015, venues=["NeurIPS", "ICML", "ICLR"])),
         ):
-            service.embedder.forget_queries()
+            service.embedder.forget()
             t = time.perf_counter()
             retriever.search(retriever.query(record["title"], filters))
             lat[label].append(time.perf_counter() - t)

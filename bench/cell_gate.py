@@ -23,8 +23,10 @@ import argparse
 import dataclasses
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from scipy import special
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -38,9 +40,9 @@ from app.query import question as q
 NOT_STATED, SPAN_RIGHT, WRONG = 0, 1, 2
 
 
-def logit(p: float) -> float:
-    p = min(max(p, 1e-4), 1 - 1e-4)
-    return float(np.log(p / (1 - p)))
+def logit(p: Any) -> Any:
+    """Log-odds of a chance or an array of chances, kept finite at 0 and 1."""
+    return special.logit(np.clip(p, 1e-4, 1 - 1e-4))
 
 
 def main() -> None:

@@ -25,7 +25,6 @@ import pickle
 import random
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,45 +32,21 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from cell_gate import logit
 from cross_encoder import encode
 
 from app.engine.service import QAService
 from app.evaluation.tables import load_tables
-from app.evaluation.training import ColumnRows, filled_cells, fit_column, measure
+from app.evaluation.training import ColumnRows, FilledCell, filled_cells, fit_column, measure
 
 
-@dataclass
-class Cell:
-    batch: str
-    column: str
-    sentences: list[str]
-    features: np.ndarray
-    vectors: np.ndarray
-    asked: np.ndarray
-    labels: np.ndarray
-
-
-def collect(tables_file: Path) -> tuple[list[Cell], str]:
+def collect(tables_file: Path) -> tuple[list[FilledCell], str]:
     service = QAService()
-    tables = load_tables(tables_file)
-    cells = [
-        Cell(
-            f.table.batch or "-",
-            f.column.question,
-            f.sentences,
-            f.features,
-            f.vectors,
-            f.column.vector,
-            f.labels,
-        )
-        for f in filled_cells(service, tables)
-    ]
-    return cells, service.embedder.spec.name
+    return list(filled_cells(service, load_tables(tables_file))), service.embedder.spec.name
 
 
-def logit(p: np.ndarray) -> np.ndarray:
-    p = np.clip(p, 1e-6, 1 - 1e-6)
-    return np.log(p / (1 - p))
+def batch(cell: FilledCell) -> str:
+    return cell.table.batch or "-"
 
 
 def load_cross_encoder(layers: int) -> Any:
@@ -159,20 +134,20 @@ def main() -> None:
         cells, embedding = collect(args.tables)
         if args.cache:
             args.cache.write_bytes(pickle.dumps((cells, embedding)))
-    batches = sorted({c.batch for c in cells})
+    batches = sorted({batch(c) for c in cells})
     fold_of = {b: i % args.folds for i, b in enumerate(batches)}
     results = []
     for fold in range(args.folds):
         if args.only_fold is not None and fold != args.only_fold:
             continue
-        train = [c for c in cells if fold_of[c.batch] != fold]
-        test = [c for c in cells if fold_of[c.batch] == fold]
+        train = [c for c in cells if fold_of[batch(c)] != fold]
+        test = [c for c in cells if fold_of[batch(c)] == fold]
         t = time.perf_counter()
         stage = fit_column(
             ColumnRows(
                 [c.features for c in train],
                 [c.vectors for c in train],
-                [c.asked for c in train],
+                [c.column.vector for c in train],
                 [c.labels for c in train],
             ),
             args.seed,
@@ -181,10 +156,10 @@ def main() -> None:
         fitted = time.perf_counter() - t
         pairs = []
         for c in train:
-            p = stage.probability(c.features, c.asked, c.vectors, embedding)
+            p = stage.probability(c.features, c.column.vector, c.vectors, embedding)
             picked = set(np.argsort(-p)[: args.candidates].tolist())
             picked |= set(np.flatnonzero(c.labels).tolist())
-            pairs += [(c.column, c.sentences[i], int(c.labels[i])) for i in sorted(picked)]
+            pairs += [(c.column.question, c.sentences[i], int(c.labels[i])) for i in sorted(picked)]
         model = load_cross_encoder(args.layers)
         t = time.perf_counter()
         train_cross_encoder(model, pairs, args.seed, args.epochs, args.batch)
@@ -192,12 +167,12 @@ def main() -> None:
         t = time.perf_counter()
         rows = []
         for c in test:
-            p = stage.probability(c.features, c.asked, c.vectors, embedding)
+            p = stage.probability(c.features, c.column.vector, c.vectors, embedding)
             short = np.argsort(-p)[: args.shortlist]
-            ce = score(model, [(c.column, c.sentences[i]) for i in short])
+            ce = score(model, [(c.column.question, c.sentences[i]) for i in short])
             rows.append(
                 {
-                    "batch": c.batch,
+                    "batch": batch(c),
                     "stage": p.tolist(),
                     "short": short.tolist(),
                     "ce": ce.tolist(),
@@ -261,14 +236,8 @@ def report(results: list[dict[str, Any]]) -> None:
         before += b
         after += a
         labels += ys
-    ce_alone = [
-        np.where(
-            np.isin(np.arange(len(r["stage"])), r["short"]),
-            0.0,
-            -1e9,
-        )
-        for r in results
-    ]
+    # the cross-encoder's own order within the shortlist, the rest below it
+    ce_alone = [np.full(len(r["stage"]), -1e9) for r in results]
     for v, r in zip(ce_alone, results, strict=True):
         v[r["short"]] = r["ce"]
     mb, ma, mc = measure(before, labels), measure(after, labels), measure(ce_alone, labels)

@@ -56,7 +56,7 @@ def main() -> None:
     def clock(queries: list[str], call: Callable[[str], object]) -> list[float]:
         times = []
         for query in queries:
-            retriever.embedder.forget_queries()
+            retriever.embedder.forget()
             t = time.perf_counter()
             call(query)
             times.append(time.perf_counter() - t)

@@ -7,11 +7,13 @@ import json
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from core.errors import ConfigError
@@ -20,6 +22,7 @@ from core.settings import Settings
 
 LOCAL_DEFAULT = "all-MiniLM-L6-v2"
 QUERY_CACHE = 256
+SENTENCE_CACHE = 20_000  # about 30 MB of vectors at 384 dimensions
 
 
 class LocalEmbeddings(Embeddings):
@@ -134,11 +137,14 @@ class Embedder:
     """A LangChain `Embeddings` with the facts the index records about it.
 
     Query vectors are cached: a user often asks a question again (a follow-up re-asked, the
-    app re-run, a benchmark's repeated question)."""
+    app re-run, a benchmark's repeated question). So are the vectors of the sentences answers
+    and tables are read from: the same abstracts come back (a follow-up about the same papers,
+    a column added to a table, a server asked about one library all day)."""
 
     model: Embeddings
     spec: ModelSpec
     _queries: OrderedDict[str, list[float]] = field(default_factory=OrderedDict, repr=False)
+    _sentences: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
@@ -154,10 +160,30 @@ class Embedder:
         if isinstance(self.model, LocalEmbeddings):
             _ = self.model.model
 
-    def forget_queries(self) -> None:
-        """Empty the query cache (benchmarks time cold queries)."""
+    def forget(self) -> None:
+        """Empty the query and sentence caches (benchmarks time cold questions)."""
         with self._lock:
             self._queries.clear()
+            self._sentences.clear()
+
+    def embed_sentences(self, texts: Sequence[str]) -> np.ndarray:
+        """The vectors of ``texts`` (an abstract's sentences, an answer's candidates), a float32
+        row each; those embedded before come from the cache, the rest in one call."""
+        with self._lock:
+            known = {t: self._sentences[t] for t in texts if t in self._sentences}
+        missing = [t for t in dict.fromkeys(texts) if t not in known]
+        if missing:
+            vectors = np.asarray(self.model.embed_documents(missing), dtype=np.float32)
+            known.update(zip(missing, vectors, strict=True))
+        with self._lock:
+            for text in dict.fromkeys(texts):
+                self._sentences[text] = known[text]
+                self._sentences.move_to_end(text)
+            while len(self._sentences) > SENTENCE_CACHE:
+                self._sentences.popitem(last=False)
+        if not texts:
+            return np.zeros((0, self.spec.dim), dtype=np.float32)
+        return np.stack([known[t] for t in texts])
 
     def embed_query(self, text: str) -> list[float]:
         with self._lock:

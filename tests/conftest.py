@@ -27,6 +27,21 @@ SHARED_CORPUS = ROOT.parent / "shared" / "data" / "ml-abstracts.jsonl.gz"
 HOSTILE = ROOT / "tests" / "fixtures" / "hostile.jsonl"
 """Records built to break ingest and answering: odd types, ids, LaTeX, injected instructions."""
 
+# The files that take longest on 2 cores, longest first (make test's --durations, 2026-12-07):
+# `--dist loadfile` hands files to its two workers in collection order, so these start at once
+# and the short files fill in beside them; in pytest-xdist's own order (most tests first) the
+# two longest ran last, on one worker, while the other sat idle for minutes.
+SLOWEST_FIRST = [
+    "test_openai_server.py", "test_hardening.py", "test_api_schema.py", "test_selector.py",
+    "test_chroma_server.py", "test_browser.py", "test_incremental.py", "test_eval.py",
+    "test_wheel.py", "test_ingest.py", "test_feedback.py", "test_cli.py",
+]  # fmt: skip
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: n for n, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest as found
+
 
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

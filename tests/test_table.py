@@ -188,6 +188,34 @@ def test_a_stopped_table_keeps_the_rows_filled(sample_service: QAService) -> Non
     assert all(len(r.cells) == 2 for r in partial.rows)
 
 
+def test_a_column_added_to_a_table_reads_no_abstract_again(
+    sample_service: QAService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sentences a table read are not embedded again when the user adds a column (or asks
+    of the same papers), and the cells they give are the ones a first reading gives."""
+    model = sample_service.embedder.model
+    embedded: list[str] = []
+    embed = model.embed_documents
+
+    def counted(texts: list[str]) -> list[list[float]]:
+        embedded.extend(texts)
+        return embed(texts)
+
+    monkeypatch.setattr(model, "embed_documents", counted)
+    sample_service.embedder.forget()
+    request = {"topic": "graph neural networks", "rows": 5}
+    first = sample_service.table(columns=["dataset"], **request)
+    assert len(set(embedded)) > 5 * 3 and len(embedded) == len(set(embedded))
+    embedded.clear()
+    again = sample_service.table(columns=["dataset", "main result"], **request)
+    assert embedded == [column_question("main result")]  # the new column alone
+    embedded.clear()
+    assert [r.cells[0] for r in again.rows] == [r.cells[0] for r in first.rows]
+    sentences = [c.quote for r in again.rows for c in r.cells if c.stated]
+    cached = sample_service.embedder.embed_sentences(sentences)
+    assert embedded == [] and np.allclose(cached, np.asarray(embed(sentences)), atol=1e-5)
+
+
 @pytest.mark.parametrize(
     ("column", "sentence", "items"),
     [

@@ -168,7 +168,7 @@ class CellFiller:
         if not spans:
             return Read([], np.zeros((0, 0), np.float32), [np.zeros((0, len(FULL)))] * len(asked))
         sentences = [text[s:e] for s, e in spans]
-        vectors = np.asarray(self.embedder.embed_documents(sentences), dtype=np.float32)
+        vectors = self.embedder.embed_sentences(sentences)
         bag = set(words([f"{row.title} {text}"])[0])
         out = []
         for column in asked:

@@ -203,9 +203,7 @@ class ExtractiveProvider(Provider):
         return short
 
     def _embed(self, candidates: list[Candidate]) -> np.ndarray:
-        return np.asarray(
-            self.embedder.embed_documents([c.sentence for c in candidates]), dtype=np.float32
-        )
+        return self.embedder.embed_sentences([c.sentence for c in candidates])
 
     def _vector(self, query: Query, reading: Reading, text: str) -> np.ndarray:
         if text == reading.question:
