@@ -73,13 +73,14 @@ run: ingest-sample
 	$(BIN)/abstract-qa app --port 8501
 
 # The installs, the llama.cpp compile and Chromium at once; then the tests, on both cores, each
-# file on one worker, in the order tests/conftest.py gives (the slowest files first).
+# file on one worker, in the order tests/conftest.py gives (the slowest files first; pyproject's
+# addopts keep pytest-xdist from reordering them).
 test:
 	$(MAKE) -j3 $(DEV_STAMP) browser
-	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 test-fast: install-dev
-	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -m "not slow"
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not slow"
 
 # Benchmarks (not part of make test; docs/benchmarks.md): 1k, 5k and all 21,958 papers of
 # ../shared/data, each ingest timed beside sentence-transformers alone; author questions over

@@ -14,7 +14,9 @@ shortlists (with ``--only-fold``, on the fold's own: a leak in the rerank's favo
 over the stated cells, how often the first sentence states the fact and how often one of the
 first two does, for the stage alone and the rerank, per fold and pooled (and, pooled, for the
 cross-encoder alone within the shortlist), and the scoring time a pair, each cell's shortlist
-scored in one call. The frozen set is not read.
+scored in one call. The frozen set is not read. (The figures in docs/tables.md were measured
+with log-odds clipped at 1e-6, now 1e-4 as bench/cell_gate.py's, and a `--cache` file written
+before 2026-12-07 holds another class: delete it.)
 """
 
 from __future__ import annotations

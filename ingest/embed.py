@@ -168,21 +168,24 @@ class Embedder:
 
     def embed_sentences(self, texts: Sequence[str]) -> np.ndarray:
         """The vectors of ``texts`` (an abstract's sentences, an answer's candidates), a float32
-        row each; those embedded before come from the cache, the rest in one call."""
+        row each; those embedded before come from the cache, the rest in one call. (A sentence
+        embedded beside other sentences can differ in the seventh digit: the local model pads
+        each small batch to its longest.)"""
+        if not texts:
+            return np.zeros((0, self.spec.dim), dtype=np.float32)
         with self._lock:
             known = {t: self._sentences[t] for t in texts if t in self._sentences}
         missing = [t for t in dict.fromkeys(texts) if t not in known]
         if missing:
             vectors = np.asarray(self.model.embed_documents(missing), dtype=np.float32)
-            known.update(zip(missing, vectors, strict=True))
+            # a row each, not views: a view would keep its whole batch in memory
+            known.update(zip(missing, [v.copy() for v in vectors], strict=True))
         with self._lock:
             for text in dict.fromkeys(texts):
                 self._sentences[text] = known[text]
                 self._sentences.move_to_end(text)
             while len(self._sentences) > SENTENCE_CACHE:
                 self._sentences.popitem(last=False)
-        if not texts:
-            return np.zeros((0, self.spec.dim), dtype=np.float32)
         return np.stack([known[t] for t in texts])
 
     def embed_query(self, text: str) -> list[float]:

@@ -278,6 +278,40 @@ def test_documents_batched_by_word_pieces_embed_as_one_call_does() -> None:
     assert float((ours * plain).sum(axis=1).min()) > 0.99999
 
 
+def test_sentence_vectors_are_kept_for_the_latest_sentences_and_given_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The embedder's sentence cache: each sentence embedded once however often it comes (in
+    one call or the next), the vectors given in the order asked, the oldest forgotten first."""
+    from ingest import embed
+
+    local = LocalEmbeddings("all-MiniLM-L6-v2")
+    embedder = embed.Embedder(local, local.spec)
+    monkeypatch.setattr(embed, "SENTENCE_CACHE", 3)
+    embedded: list[str] = []
+    plain = local.embed_documents
+
+    def counted(texts: list[str]) -> list[list[float]]:
+        embedded.extend(texts)
+        return plain(texts)
+
+    monkeypatch.setattr(local, "embed_documents", counted)
+    a, b, c, d = "Graphs are sparse.", "We beat the baseline.", "It converges.", "Data is noisy."
+    assert embedder.embed_sentences([]).shape == (0, local.spec.dim) and embedded == []
+    first = embedder.embed_sentences([a, b, a])
+    assert embedded == [a, b] and np.array_equal(first[0], first[2])
+    assert float(first[0] @ first[1]) < 0.9  # two sentences, two vectors
+    again = embedder.embed_sentences([b, c, a])  # b and a kept: c alone is embedded
+    assert embedded == [a, b, c] and np.array_equal(again[[0, 2]], first[[1, 0]])
+    embedder.embed_sentences([d])  # four sentences for three places: b, the oldest, goes
+    embedded.clear()
+    embedder.embed_sentences([a, b, c, d])
+    assert embedded == [b]
+    embedder.forget()
+    embedder.embed_sentences([a])
+    assert embedded == [b, a]
+
+
 def test_a_few_papers_into_an_index_are_compared_by_id_not_by_a_scan(
     settings: Settings,
     tmp_path: Path,
