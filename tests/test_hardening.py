@@ -253,7 +253,7 @@ def test_ingest_killed_at_random_points_recovers_every_time(tmp_path: Path) -> N
         corpus = corpus_a if run % 2 == 0 else corpus_b
         proc = subprocess.Popen([str(EXE), "ingest", str(corpus)], env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-        # within the run: a kill past about 0.85 of it found the work done (9 of 20 runs when
+        # within the run: a kill past about 0.85 of it found the work done (10 of 20 runs when
         # the window reached 1.1), which only cost time
         time.sleep(rng.uniform(0.2, 0.9) * full)
         proc.send_signal(signal.SIGKILL)
