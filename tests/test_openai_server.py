@@ -261,11 +261,7 @@ def test_a_table_filled_by_a_real_server_quotes_only_its_own_abstracts(
     cell per column; a stated cell's quote is a sentence of that row's own abstract (a quote the
     abstract does not hold became "not stated" and flagged); the tiny model's quality is not
     what is tested."""
-    # The server answers one request at a time, and the rows' requests are sent at once: beside
-    # the other tests, a JSON reply took long enough that the rows queued behind it passed the
-    # 60 s timeout (8 s alone, 178-187 s then). The timeout is not what is tested.
-    settings = llm_settings(sample_settings, server, llm_max_tokens=300, llm_timeout=600.0)
-    service = QAService(settings)
+    service = QAService(llm_settings(sample_settings, server, llm_max_tokens=300))
     table = service.table(topic="federated learning", columns=["dataset", "main result"], rows=3)
     assert table.provider == "openai" and table.model == "smollm2" and len(table.rows) == 3
     for row in table.rows:
