@@ -230,6 +230,20 @@ INJECTIONS = [
 ]  # fmt: skip
 
 
+def count_embedded(monkeypatch: pytest.MonkeyPatch, model: Any) -> list[str]:
+    """Every text the embedding ``model`` is asked to embed from now on (the model still
+    embeds it), in order."""
+    embedded: list[str] = []
+    embed = model.embed_documents
+
+    def counted(texts: list[str]) -> list[list[float]]:
+        embedded.extend(texts)
+        return embed(texts)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(model, "embed_documents", counted)
+    return embedded
+
+
 def raw_collection(settings: Settings) -> Any:
     """The Chroma collection itself, read past the store: what tests check the store against."""
     from store.chroma import open_client

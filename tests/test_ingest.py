@@ -23,7 +23,7 @@ from ingest.pipeline import ingest
 from ingest.read import read_paths
 from store.index import Index
 from store.records import StoredChunk
-from tests.conftest import ROOT, SAMPLE, bm25_ids, chroma_ids, raw_collection
+from tests.conftest import ROOT, SAMPLE, bm25_ids, chroma_ids, count_embedded, raw_collection
 
 
 def write_jsonl(path: Path, records: list[dict[str, object]]) -> Path:
@@ -288,14 +288,7 @@ def test_sentence_vectors_are_kept_for_the_latest_sentences_and_given_in_order(
     local = LocalEmbeddings("all-MiniLM-L6-v2")
     embedder = embed.Embedder(local, local.spec)
     monkeypatch.setattr(embed, "SENTENCE_CACHE", 3)
-    embedded: list[str] = []
-    plain = local.embed_documents
-
-    def counted(texts: list[str]) -> list[list[float]]:
-        embedded.extend(texts)
-        return plain(texts)
-
-    monkeypatch.setattr(local, "embed_documents", counted)
+    embedded = count_embedded(monkeypatch, local)
     a, b, c, d = "Graphs are sparse.", "We beat the baseline.", "It converges.", "Data is noisy."
     assert embedder.embed_sentences([]).shape == (0, local.spec.dim) and embedded == []
     first = embedder.embed_sentences([a, b, a])
