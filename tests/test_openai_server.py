@@ -114,6 +114,23 @@ def test_a_follow_up_is_rewritten_by_the_model(server: str, sample_settings: Set
     assert answer.sources[0].paper_id == paper_id_containing("We develop and analyze DASHA")
 
 
+def test_a_compatible_server_stops_at_the_max_tokens_setting(
+    server: str, sample_settings: Settings
+) -> None:
+    """AQA_LLM_MAX_TOKENS bounds every reply, plain and JSON, from a server that reads only the
+    older max_tokens field (llama-cpp-python's): left unbounded, a JSON reply ran on in blank
+    space until the context was full, minutes per table row."""
+    from app.providers.openai import OpenAIProvider
+
+    provider = OpenAIProvider(llm_settings(sample_settings, server, llm_max_tokens=12))
+    essay = [("user", "Write a long essay, at least 500 words, on federated learning.")]
+    for json_mode in (False, True):
+        reply = provider.complete(essay, json=json_mode)
+        text = reply.text()
+        # this server reports no usage when streaming: twelve tokens are a short line of text
+        assert text and len(text) < 150, text
+
+
 def test_a_wrong_key_and_an_unreachable_server_are_one_line_errors(
     server: str, sample_settings: Settings
 ) -> None:

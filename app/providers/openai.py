@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import openai
 from langchain_core.output_parsers import StrOutputParser
@@ -14,6 +15,11 @@ from app.providers.base import ChatProvider
 from core.errors import ConfigError, ProviderError
 from core.models import Usage
 from core.settings import Settings
+
+
+def _is_openai(base_url: str | None) -> bool:
+    """Whether requests go to OpenAI's own API rather than a compatible server."""
+    return base_url is None or (urlsplit(base_url).hostname or "").endswith("openai.com")
 
 
 class OpenAIProvider(ChatProvider):
@@ -36,6 +42,11 @@ class OpenAIProvider(ChatProvider):
             max_retries=settings.llm_max_retries,  # the client backs off exponentially
             temperature=0,
             max_completion_tokens=settings.llm_max_tokens,
+            # compatible servers that predate max_completion_tokens (llama-cpp-python's among
+            # them) ignore it and write until their context is full: they read max_tokens
+            extra_body=None
+            if _is_openai(settings.openai_base_url)
+            else {"max_tokens": settings.llm_max_tokens},
             stream_usage=True,
         )
 
