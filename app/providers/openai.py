@@ -16,10 +16,26 @@ from core.errors import ConfigError, ProviderError
 from core.models import Usage
 from core.settings import Settings
 
+_OPENAI_HOSTS = ("openai.com", "openai.azure.com")
 
-def _is_openai(base_url: str | None) -> bool:
-    """Whether requests go to OpenAI's own API rather than a compatible server."""
-    return base_url is None or (urlsplit(base_url).hostname or "").endswith("openai.com")
+
+def is_openai(base_url: str | None) -> bool:
+    """Whether requests go to OpenAI's API (or Azure OpenAI) rather than a compatible server.
+    ``base_url`` is a full URL, scheme included, as OPENAI_BASE_URL takes it."""
+    if base_url is None:
+        return True
+    host = (urlsplit(base_url).hostname or "").lower()
+    return any(host == h or host.endswith("." + h) for h in _OPENAI_HOSTS)
+
+
+def length_limit(settings: Settings) -> dict[str, Any]:
+    """The reply-length arguments for ChatOpenAI: OpenAI reads ``max_completion_tokens`` (and
+    refuses it beside ``max_tokens``); compatible servers that predate it (llama-cpp-python's
+    among them) ignore it and write until their context is full, so they get ``max_tokens``
+    alone. A per-call ``extra_body`` would replace this one: pass the limit again with it."""
+    if is_openai(settings.openai_base_url):
+        return {"max_completion_tokens": settings.llm_max_tokens}
+    return {"max_completion_tokens": None, "extra_body": {"max_tokens": settings.llm_max_tokens}}
 
 
 class OpenAIProvider(ChatProvider):
@@ -41,13 +57,8 @@ class OpenAIProvider(ChatProvider):
             timeout=settings.llm_timeout,
             max_retries=settings.llm_max_retries,  # the client backs off exponentially
             temperature=0,
-            max_completion_tokens=settings.llm_max_tokens,
-            # compatible servers that predate max_completion_tokens (llama-cpp-python's among
-            # them) ignore it and write until their context is full: they read max_tokens
-            extra_body=None
-            if _is_openai(settings.openai_base_url)
-            else {"max_tokens": settings.llm_max_tokens},
             stream_usage=True,
+            **length_limit(settings),
         )
 
     def stream(self, messages: list[tuple[str, str]], json: bool = False) -> Iterator[str | Usage]:
