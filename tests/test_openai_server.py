@@ -148,8 +148,9 @@ def test_the_length_limit_goes_in_the_one_field_the_server_reads(
     predates max_completion_tokens ignores it. Each gets the limit once, in its own field."""
     from app.providers.openai import OpenAIProvider
 
-    settings = llm_settings(sample_settings, "http://unused", llm_max_tokens=64)
-    provider = OpenAIProvider(settings.model_copy(update={"openai_base_url": base_url}))
+    provider = OpenAIProvider(
+        llm_settings(sample_settings, "", openai_base_url=base_url, llm_max_tokens=64)
+    )
     payload = provider.chat._get_request_payload([("user", "hi")])
     sent = payload | payload.get("extra_body", {})  # the client merges extra_body into the body
     assert {k: v for k, v in sent.items() if k.startswith("max_")} == {field: 64}

@@ -19,7 +19,7 @@ from core.settings import Settings
 _OPENAI_HOSTS = ("openai.com", "openai.azure.com")
 
 
-def is_openai(base_url: str | None) -> bool:
+def _is_openai(base_url: str | None) -> bool:
     """Whether requests go to OpenAI's API (or Azure OpenAI) rather than a compatible server.
     ``base_url`` is a full URL, scheme included, as OPENAI_BASE_URL takes it."""
     if base_url is None:
@@ -28,12 +28,12 @@ def is_openai(base_url: str | None) -> bool:
     return any(host == h or host.endswith("." + h) for h in _OPENAI_HOSTS)
 
 
-def length_limit(settings: Settings) -> dict[str, Any]:
+def _length_limit(settings: Settings) -> dict[str, Any]:
     """The reply-length arguments for ChatOpenAI: OpenAI reads ``max_completion_tokens`` (and
     refuses it beside ``max_tokens``); compatible servers that predate it (llama-cpp-python's
     among them) ignore it and write until their context is full, so they get ``max_tokens``
     alone. A per-call ``extra_body`` would replace this one: pass the limit again with it."""
-    if is_openai(settings.openai_base_url):
+    if _is_openai(settings.openai_base_url):
         return {"max_completion_tokens": settings.llm_max_tokens}
     return {"max_completion_tokens": None, "extra_body": {"max_tokens": settings.llm_max_tokens}}
 
@@ -58,7 +58,7 @@ class OpenAIProvider(ChatProvider):
             max_retries=settings.llm_max_retries,  # the client backs off exponentially
             temperature=0,
             stream_usage=True,
-            **length_limit(settings),
+            **_length_limit(settings),
         )
 
     def stream(self, messages: list[tuple[str, str]], json: bool = False) -> Iterator[str | Usage]:
