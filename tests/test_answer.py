@@ -10,6 +10,7 @@ import pytest
 
 from app.engine.relevance import closeness
 from app.engine.service import LISTING_POOL, QAService
+from app.providers.extractive import Candidate, _best_sentences
 from app.providers.prompts import load_prompt
 from app.providers.wording import (
     check_citations,
@@ -317,6 +318,28 @@ def test_invalid_citations_are_removed_and_reported() -> None:
     assert checked.uncited == ["Gamma is new."]
     assert [(c.marker, c.paper_id) for c in checked.citations] == [(1, "a"), (2, "b")]
     assert "It is fast." in checked.citations[0].supporting
+
+
+@pytest.mark.parametrize(
+    ("other", "third"),
+    [
+        (0.30, "A3"),  # another paper's sentence the selector finds unlikely: the paper's third
+        (0.60, "B1"),  # ... and one it finds likely, ranked above that third: it takes the place
+    ],
+)
+def test_an_answer_quotes_its_papers_three_best_sentences_unless_another_paper_is_likely(
+    other: float, third: str
+) -> None:
+    """The best two sentences of the right abstract miss an asked fact for about one question in
+    seven, and its third often holds it: a one-paper answer quotes three (docs/benchmarks.md)."""
+    a = Source(marker=1, paper_id="a", title="A", text="", score=0.6, rank=1)
+    b = Source(marker=2, paper_id="b", title="B", text="", score=0.5, rank=2)
+    scored = {"A1": (a, 0.9), "A2": (a, 0.4), "A3": (a, 0.05), "A4": (a, 0.01), "B1": (b, other)}
+    candidates = [
+        Candidate(source, name, i, 4, source.marker - 1, score=p)
+        for i, (name, (source, p)) in enumerate(scored.items())
+    ]
+    assert [c.sentence for c in _best_sentences(candidates)] == ["A1", "A2", third]
 
 
 def test_prompt_templates_with_unknown_variables_are_refused(tmp_path: Path) -> None:
