@@ -321,20 +321,22 @@ def test_invalid_citations_are_removed_and_reported() -> None:
 
 
 @pytest.mark.parametrize(
-    ("other", "third"),
+    ("own", "other", "third"),
     [
-        (0.30, "A3"),  # another paper's sentence the selector finds unlikely: the paper's third
-        (0.60, "B1"),  # ... and one it finds likely, ranked above that third: it takes the place
+        (0.05, 0.30, "A3"),  # another paper's sentence the selector finds unlikely: the paper's
+        (0.05, 0.60, "B1"),  # ... one it finds likely and ranks above the paper's third
+        (0.35, 0.60, "B1"),
+        (0.70, 0.60, "A3"),  # ... one it finds likely but ranks below the paper's third
     ],
 )
 def test_an_answer_quotes_its_papers_three_best_sentences_unless_another_paper_is_likely(
-    other: float, third: str
+    own: float, other: float, third: str
 ) -> None:
-    """The best two sentences of the right abstract miss an asked fact for about one question in
-    seven, and its third often holds it: a one-paper answer quotes three (docs/benchmarks.md)."""
+    """The selector's best two sentences miss an asked fact for about one question in seven,
+    and the paper's third often holds it: a one-paper answer quotes three (docs/benchmarks.md)."""
     a = Source(marker=1, paper_id="a", title="A", text="", score=0.6, rank=1)
     b = Source(marker=2, paper_id="b", title="B", text="", score=0.5, rank=2)
-    scored = {"A1": (a, 0.9), "A2": (a, 0.4), "A3": (a, 0.05), "A4": (a, 0.01), "B1": (b, other)}
+    scored = {"A1": (a, 0.9), "A2": (a, 0.8), "A3": (a, own), "A4": (a, 0.01), "B1": (b, other)}
     candidates = [
         Candidate(source, name, i, 4, source.marker - 1, score=p)
         for i, (name, (source, p)) in enumerate(scored.items())

@@ -28,7 +28,7 @@ CANDIDATE_PAPERS = 3
 MAX_SENTENCES = 3  # and so at most 3 papers an answer
 MAX_EMBEDDED = 14  # sentences embedded per question (the costly step), chosen by the cheap model
 LISTED_SHARE = 0.75  # a listing lists the papers with this share of the best one's relevance
-LIKELY = 0.5  # another paper's sentence with this chance of answering may take the third place
+LIKELY = 0.5  # another paper's sentence with this chance may take a place after the best
 
 
 @dataclass
@@ -277,10 +277,11 @@ def _by_paper(candidates: list[Candidate]) -> list[list[Candidate]]:
 
 
 def _best_sentences(candidates: list[Candidate]) -> list[Candidate]:
-    """The best sentence and the next best of its paper, then the third place to whichever ranks
-    higher: that paper's next sentence, or another paper's that the selector finds likely to
-    answer. At most MAX_SENTENCES. The selector's best two miss an asked fact for about one
-    question in seven, and the paper's third sentence often holds it (docs/benchmarks.md)."""
+    """The best sentence and the next best of its paper, then the third place (the second too
+    when that paper has no other) to whichever ranks higher: that paper's next best sentence, or
+    another paper's that the selector finds likely to answer. At most MAX_SENTENCES. The
+    selector's best two miss an asked fact for about one question in seven, and the paper's
+    third often holds it (docs/benchmarks.md, "Three sentences of the answering paper")."""
     ranked = sorted(candidates, key=lambda c: -c.score)
     best = ranked[0]
     chosen = [best, *[c for c in ranked[1:] if c.source is best.source][:1]]
