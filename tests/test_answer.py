@@ -10,7 +10,7 @@ import pytest
 
 from app.engine.relevance import closeness
 from app.engine.service import LISTING_POOL, QAService
-from app.providers.extractive import Candidate, _best_sentences
+from app.providers.extractive import Candidate, _best_sentences, _per_part
 from app.providers.prompts import load_prompt
 from app.providers.wording import (
     check_citations,
@@ -342,6 +342,25 @@ def test_an_answer_quotes_its_papers_three_best_sentences_unless_another_paper_i
         for i, (name, (source, p)) in enumerate(scored.items())
     ]
     assert [c.sentence for c in _best_sentences(candidates)] == ["A1", "A2", third]
+
+
+def test_a_two_part_answer_quotes_each_parts_sentence_of_one_paper_and_its_next_best() -> None:
+    """ "What does A propose, and on which data?": a sentence for each part from the paper that
+    answers both best, then that paper's next best sentence for the whole question."""
+    a = Source(marker=1, paper_id="a", title="A", text="", score=0.6, rank=1)
+    b = Source(marker=2, paper_id="b", title="B", text="", score=0.5, rank=2)
+    scored = {  # sentence: (paper, chance for the whole question, for each part)
+        "A1": (a, 0.45, (0.9, 0.1)),
+        "A2": (a, 0.4, (0.1, 0.8)),
+        "A3": (a, 0.3, (0.2, 0.2)),  # its third, though under LIKELY
+        "A4": (a, 0.01, (0.0, 0.0)),
+        "B1": (b, 0.2, (0.95, 0.0)),  # the best sentence for one part only
+    }
+    candidates = [
+        Candidate(source, name, i, 4, source.marker - 1, score=p, parts=dict(enumerate(parts)))
+        for i, (name, (source, p, parts)) in enumerate(scored.items())
+    ]
+    assert [c.sentence for c in _per_part(2, candidates)] == ["A1", "A2", "A3"]
 
 
 def test_prompt_templates_with_unknown_variables_are_refused(tmp_path: Path) -> None:
