@@ -145,7 +145,7 @@ def _write_packets(
 
 
 def packets(args: argparse.Namespace) -> None:
-    used = used_papers()
+    used = used_papers() | (trained_papers() if args.eval else set())
     want = args.packets * args.papers
     pool, groups = _grouped(  # a random paper and its two nearest untaken neighbours
         args.corpus,
@@ -155,6 +155,9 @@ def packets(args: argparse.Namespace) -> None:
         args.seed,
     )
     _write_packets(Path(args.out), pool, groups, args.packets, lambda k: f"packet-{k + 1}.jsonl")
+    if args.eval:  # a listing question's papers may come from the whole corpus but these
+        (Path(args.out) / "excluded-papers.txt").write_text("".join(f"{i}\n" for i in sorted(used)))
+        print(f"{len(used)} papers excluded (used, trained on or held out)")
 
 
 def trained_papers() -> set[str]:
@@ -277,6 +280,18 @@ def _norm(text: str) -> str:
     return re.sub(r"\s+", " ", text.replace("\\", "")).strip().casefold()
 
 
+def _unique(rows: list[dict]) -> list[dict]:
+    """The rows less any whose question repeats an earlier one (ignoring case and spacing)."""
+    seen: set[str] = set()
+    unique = []
+    for row in rows:
+        key = _norm(row["question"])
+        if key not in seen:
+            seen.add(key)
+            unique.append(row)
+    return unique
+
+
 def merge(args: argparse.Namespace) -> None:
     folder = Path(args.packets)
     rows: list[dict] = []
@@ -302,18 +317,68 @@ def merge(args: argparse.Namespace) -> None:
             row["id"] = f"t{len(rows) + 1:05d}"
             row["batch"] = packet.stem
             rows.append(row)
-    seen: set[str] = set()
-    unique = []
-    for row in rows:
-        key = _norm(row["question"])
-        if key not in seen:
-            seen.add(key)
-            unique.append(row)
+    unique = _unique(rows)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in unique))
     kinds = Counter(r["type"] for r in unique)
     print(f"{out}: {len(unique)} questions {dict(kinds)}; dropped {dict(dropped)}")
+
+
+def merge_eval(args: argparse.Namespace) -> None:
+    """A frozen set from packets written with ``packets --eval``: each questions-K.jsonl checked as
+    ``merge`` checks it, except that a listing's papers come from the whole corpus (2-8, none
+    excluded, each with a phrase of its title or abstract that shows it fits)."""
+    folder = Path(args.packets)
+    excluded = set((folder / "excluded-papers.txt").read_text().split())
+    with gzip.open(args.corpus, "rt", encoding="utf-8") as fh:
+        corpus = {p["id"]: p for p in map(json.loads, fh)}
+    rows: list[dict] = []
+    for packet in sorted(folder.glob("packet-*.jsonl")):
+        papers = {
+            p["id"]: p for p in map(json.loads, packet.read_text(encoding="utf-8").splitlines())
+        }
+        answers = packet.with_name(packet.name.replace("packet-", "questions-"))
+        lines = answers.read_text(encoding="utf-8").splitlines() if answers.exists() else []
+        for n, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            raw = json.loads(line)
+            try:
+                row = (
+                    _checked_listing(raw, corpus, excluded)
+                    if raw.get("type") == "multi"
+                    else _checked(raw, papers)
+                )
+            except (ValueError, KeyError, TypeError) as err:
+                print(f"{answers}:{n}: dropped: {err}", file=sys.stderr)
+                continue
+            rows.append({"id": f"{args.prefix}-{len(rows) + 1:03d}", **row, "batch": packet.stem})
+    unique = _unique(rows)
+    out = Path(args.out)
+    out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in unique))
+    print(f"{out}: {len(unique)} questions {dict(Counter(r['type'] for r in unique))}")
+
+
+def _checked_listing(raw: dict, corpus: dict[str, dict], excluded: set[str]) -> dict:
+    gold = list(dict.fromkeys(raw["gold"]))
+    if not 2 <= len(gold) <= 8:
+        raise ValueError(f"a listing needs 2-8 papers, not {len(gold)}")
+    if bad := [pid for pid in gold if pid not in corpus or pid in excluded]:
+        raise ValueError(f"papers not in the corpus or excluded: {bad}")
+    why = {e["paper"]: str(e["why"]) for e in raw["evidence"]}
+    for pid in gold:
+        paper = corpus[pid]
+        if pid not in why or _norm(why[pid]) not in _norm(f"{paper['title']} {paper['abstract']}"):
+            raise ValueError(f"no phrase of {pid} shows that it fits")
+    return {
+        "question": str(raw["question"]).strip(),
+        "gold": gold,
+        "facts": [],
+        "answerable": True,
+        "type": "multi",
+        "evidence": [{"paper": pid, "why": why[pid]} for pid in gold],
+    }
 
 
 def _checked(raw: dict, papers: dict[str, dict]) -> dict:
@@ -373,6 +438,11 @@ def main() -> None:
         p.set_defaults(run=run)
         if run is packets:
             p.add_argument("--papers", type=int, default=210)
+            p.add_argument(
+                "--eval",
+                action="store_true",
+                help="for a frozen set: also leave out every paper data/train/ annotates",
+            )
         else:
             p.add_argument("--groups", type=int, default=14)
             p.add_argument("--first", type=int, default=4, help="the first batch's N (tables-N)")
@@ -382,6 +452,12 @@ def main() -> None:
         m.add_argument("--out", required=True)
         m.set_defaults(run=run)
     sub.choices["merge"].add_argument("--verbose", action="store_true")
+    m = sub.add_parser("merge-eval", help="a frozen set from packets made with packets --eval")
+    m.add_argument("packets")
+    m.add_argument("corpus")
+    m.add_argument("--out", required=True)
+    m.add_argument("--prefix", required=True, help="the questions' id prefix")
+    m.set_defaults(run=merge_eval)
     sub.choices["merge-tables"].add_argument(
         "--batch", help="only this batch (tables-N): an annotator checking a draft"
     )
