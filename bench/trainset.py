@@ -377,8 +377,22 @@ def _checked_listing(raw: dict, corpus: dict[str, dict], excluded: set[str]) -> 
         "facts": [],
         "answerable": True,
         "type": "multi",
-        "evidence": [{"paper": pid, "why": why[pid]} for pid in gold],
+        "evidence": [{"paper": pid, "sentence": _holding(corpus[pid], why[pid])} for pid in gold],
+        "search_terms": [str(t) for t in raw.get("search_terms", [])],
     }
+
+
+def _holding(paper: dict, phrase: str) -> str:
+    """The sentence of the paper's abstract (as the answerer cuts it) that holds ``phrase``, else
+    its title when the title does, else the sentence sharing the most of its words."""
+    cut = sentences(paper["abstract"])
+    held = [s for s in cut if _norm(phrase) in _norm(s)]
+    if held:
+        return held[0]
+    if _norm(phrase) in _norm(paper["title"]) or not cut:
+        return str(paper["title"])
+    mine = set(_norm(phrase).split())
+    return max(cut, key=lambda s: len(mine & set(_norm(s).split())))
 
 
 def _checked(raw: dict, papers: dict[str, dict]) -> dict:
