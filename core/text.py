@@ -225,6 +225,24 @@ def _english() -> Any:
     return SpellChecker(language="en", distance=1).word_frequency
 
 
+def english_word(word: str) -> bool:
+    """Whether the English word list knows ``word`` (case ignored)."""
+    return bool(_english()[word.casefold()] > 0)
+
+
+def one_edit(word: str) -> set[str]:
+    """Every string one deletion, swap of neighbours, replacement or insertion from ``word``
+    (lower-case letters; the first letter kept as typed, where typos are rare)."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    head, body = word[:1], word[1:]
+    splits = [(body[:i], body[i:]) for i in range(len(body) + 1)]
+    deletes = [a + b[1:] for a, b in splits if b]
+    swaps = [a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1]
+    replaces = [a + c + b[1:] for a, b in splits if b for c in letters]
+    inserts = [a + c + b for a, b in splits for c in letters]
+    return {head + w for w in (*deletes, *swaps, *replaces, *inserts)} - {word}
+
+
 def dehyphenate(text: str) -> str:
     """Words broken at a line end joined again: "train- ing" -> "training", "How- ever" ->
     "However"; a compound broken at its own hyphen keeps it ("high- dimensional" ->

@@ -26,7 +26,7 @@ _QUESTIONS = (
 STOPWORDS = frozenset(_LUCENE.split()) | frozenset(_QUESTIONS.split())
 WORDS_VERSION = "5"  # bump when `words` changes: saved lexical indexes are then rebuilt
 
-_TOKEN = re.compile(r"(?u)\b\w\w+\b")  # scikit-learn's CountVectorizer pattern, as bm25s uses
+TOKEN = re.compile(r"(?u)\b\w\w+\b")  # scikit-learn's CountVectorizer pattern, as bm25s uses
 # British spellings match American ones: "generalise" finds "generalizes", "behaviour" "behavior"
 _ISE = re.compile(r"(?<=[a-z]{3})([iy])s(e|es|ed|ing|ation|ations|er|ers)\b")
 _OUR = re.compile(r"(?<=[a-z]{3})our(s?)\b")
@@ -40,7 +40,7 @@ def american(text: str) -> str:
 
 def words(texts: Iterable[str]) -> list[list[str]]:
     """Each text's search words, in order: lower-cased, without stopwords, stemmed."""
-    split = [[w for w in _TOKEN.findall(american(t)) if w not in STOPWORDS] for t in texts]
+    split = [[w for w in TOKEN.findall(american(t)) if w not in STOPWORDS] for t in texts]
     unique = sorted({w for ws in split for w in ws})
     stem = dict(zip(unique, _STEMMER.stemWords(unique), strict=True))
     return [[stem[w] for w in ws] for ws in split]

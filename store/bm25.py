@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from core.models import Filters
-from core.text import author_key, same_author
-from core.tokens import words
+from core.text import author_key, english_word, one_edit, same_author
+from core.tokens import TOKEN, words
 from store.records import StoredChunk
 from store.segments import FACETS, Manifest, Part, Segment
 
@@ -277,6 +277,44 @@ class BM25Index:
             for name, tokens in zip(names, words(names), strict=True)
             if tokens and not any(self.df(t) for t in tokens)
         ]
+
+    def spelled(self, text: str) -> list[str]:
+        """``text``'s search words, a misspelt one searched as the indexed word meant.
+
+        A word typed in lower case, of four letters or more, that no chunk holds and English
+        does not know ("benchmakrs") becomes the search word of a word one edit away: an English
+        word the index holds first, else the indexed word most chunks hold; failing both, the
+        indexed search word one edit from its own that most chunks hold. Capitalised words
+        (names) and words nothing is near are searched as typed."""
+        out: list[str] = []
+        for typed in TOKEN.findall(text):
+            found = words([typed])[0]
+            if not found:
+                continue
+            term = found[0]
+            if (
+                len(typed) >= 4
+                and typed.isalpha()
+                and typed.islower()
+                and not self.df(term)
+                and not english_word(typed)
+            ):
+                term = self._meant(typed, term) or term
+            out.append(term)
+        return out
+
+    def _meant(self, typed: str, term: str) -> str | None:
+        near = sorted(one_edit(typed))
+        held = [
+            (t, w) for w, t in zip(near, (ws[0] if ws else "" for ws in words(near)), strict=True)
+        ]
+        counted = [(self.df(t), english_word(w), t) for t, w in held if t]
+        counted = [c for c in counted if c[0]]
+        if counted:  # an English word first, then the one the most chunks hold
+            return max(counted, key=lambda c: (c[1], c[0]))[2]
+        stems = [(self.df(t), t) for t in sorted(one_edit(term))]
+        best = max(stems, default=(0, ""))
+        return best[1] if best[0] else None
 
     def coverage(self, query: Sequence[str], texts: list[str]) -> list[float]:
         """For each text, the share of the query's word weight (idf) that it contains; the

@@ -59,7 +59,8 @@ from core.models import (
     Usage,
 )
 from core.settings import Settings, get_settings
-from core.tokens import truncate, words
+from core.text import english_word
+from core.tokens import truncate
 from ingest.embed import get_embedder
 from store.feedback import FeedbackStore
 from store.index import Snapshot
@@ -173,6 +174,7 @@ class QAService:
         # own title, which retrieval finds. A generative provider is not called for it.
         head = at.chunks.get(at.bm25.chunk_ids[:1])
         title = next(iter(head.values())).plain_title if head else "warm up"
+        english_word(title)  # the word list misspelt search words are checked against
         if provider.name == "extractive":
             self.ask(title)
         else:
@@ -375,11 +377,13 @@ class QAService:
         query = self.retriever.query(
             text, explicit.merged_over(parsed), k or self.top_k(standalone), mode
         )
+        # a misspelt word is searched as the word meant; the vector is the typed question's
+        query = replace(query, words=tuple(at.bm25.spelled(text)))
         if standalone != text:  # the answer is written to the whole question
             query = replace(
                 query,
                 standalone_vector=self.retriever.embed(standalone),
-                standalone_words=tuple(words([standalone])[0]),
+                standalone_words=tuple(at.bm25.spelled(standalone)),
             )
         timings["embed_query"] = time.perf_counter() - t
         return replace(query, question=question, standalone=standalone, usage=usage), at
