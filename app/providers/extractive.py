@@ -224,15 +224,16 @@ def _per_part(parts: int, candidates: list[Candidate]) -> list[Candidate]:
         return sum(max(c.parts[i] for c in paper) for i in range(parts))
 
     paper = max(_by_paper(candidates), key=fitness)
+    places = min(parts + 1, MAX_SENTENCES + 1)
     chosen: list[Candidate] = []
     for i in range(parts):
         order = sorted(paper, key=lambda c: -c.parts[i])
         pick = next((c for c in order if c not in chosen), None)
-        if pick is not None and len(chosen) < MAX_SENTENCES:
+        if pick is not None and len(chosen) < places:
             chosen.append(pick)
     # ... and what the whole question finds best in that paper fills the places left
-    for cand in _best_sentences(paper):
-        if len(chosen) < MAX_SENTENCES and cand not in chosen:
+    for cand in sorted(paper, key=lambda c: -c.score):
+        if len(chosen) < places and cand not in chosen:
             chosen.append(cand)
     return chosen
 
