@@ -261,6 +261,18 @@ def test_bm25_finds_exact_names_and_dense_finds_meaning(sample_service: QAServic
     assert not hybrid.abstained and hybrid.citations[0].paper_id == dasha
 
 
+def test_a_keyword_question_with_a_typo_is_searched_and_answered_as_meant(
+    sample_service: QAService,
+) -> None:
+    typed, meant = "synthtic optical flow datset pipeline", "synthetic optical flow dataset pipeline"
+    query, _ = sample_service.read(typed)
+    assert query.words == sample_service.read(meant)[0].words
+    assert query.text == typed  # the question is shown and embedded as typed
+    answer = sample_service.ask(typed)
+    dflow = paper_id_containing("we propose a differentiable optical flow data generation")
+    assert not answer.abstained and answer.citations[0].paper_id == dflow
+
+
 def test_a_follow_up_is_understood_in_context(sample_service: QAService) -> None:
     first = sample_service.ask("What is DASHA?")
     follow = sample_service.ask(
@@ -361,6 +373,27 @@ def test_a_two_part_answer_quotes_each_parts_sentence_of_one_paper_and_its_next_
         for i, (name, (source, p, parts)) in enumerate(scored.items())
     ]
     assert [c.sentence for c in _per_part(2, candidates)] == ["A1", "A2", "A3"]
+
+
+
+def test_a_three_part_answer_quotes_each_parts_sentence_and_the_papers_best() -> None:
+    """A question read as three parts (often a lead clause and the two things asked) still gets
+    the paper's best sentence for the whole question: n + 1 sentences, at most four."""
+    a = Source(marker=1, paper_id="a", title="A", text="", score=0.6, rank=1)
+    scored = {  # sentence: (chance for the whole question, for each of four parts)
+        "A1": (0.2, (0.9, 0.1, 0.1, 0.0)),
+        "A2": (0.1, (0.1, 0.8, 0.1, 0.0)),
+        "A3": (0.1, (0.1, 0.1, 0.7, 0.0)),
+        "A4": (0.7, (0.3, 0.3, 0.3, 0.0)),  # the one that answers, no part's best
+        "A5": (0.05, (0.0, 0.0, 0.0, 0.9)),
+    }
+    candidates = [
+        Candidate(a, name, i, 5, 0, score=p, parts=dict(enumerate(parts)))
+        for i, (name, (p, parts)) in enumerate(scored.items())
+    ]
+    assert [c.sentence for c in _per_part(3, candidates)] == ["A1", "A2", "A3", "A4"]
+    # four parts: a sentence each, and no fifth
+    assert [c.sentence for c in _per_part(4, candidates)] == ["A1", "A2", "A3", "A5"]
 
 
 def test_prompt_templates_with_unknown_variables_are_refused(tmp_path: Path) -> None:

@@ -142,3 +142,15 @@ def test_bm25_scores_and_coverage_read_the_same_words() -> None:
     query = words(["graph diffusion"])[0]
     assert bm25.coverage(query, ["a graph", "graph diffusion", "nothing"])[1] == 1.0
     assert bm25.unseen(["XYZZY", "Diffusion"]) == ["XYZZY"]
+
+
+def test_a_misspelt_search_word_is_searched_as_the_indexed_word_meant() -> None:
+    """Keyword questions carry typos ("difusion models benchmakrs"); a typo matches no chunk and
+    weighs the most in lexical coverage, so it used to sink the right paper's relevance."""
+    bm25 = index(ROWS)
+    assert bm25.spelled("difusion modles for imgaes") == words(["diffusion models for images"])[0]
+    assert bm25.spelled("bandits with graph feedbakc") == words(["bandits with graph feedback"])[0]
+    # what is not a typo of an indexed word is searched as typed: a capitalised name, an English
+    # word the index lacks, a word of three letters, one nothing indexed is one edit from
+    for typed in ("Difusion", "tomato", "grp", "quokkasgd"):
+        assert bm25.spelled(f"{typed} models") == words([f"{typed} models"])[0]

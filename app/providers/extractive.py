@@ -26,6 +26,9 @@ from ingest.embed import Embedder
 
 CANDIDATE_PAPERS = 3
 MAX_SENTENCES = 3  # and so at most 3 papers an answer
+# A question of n parts quotes a sentence for each part and one more, the paper's best for the
+# whole question: a lead clause is often read as a part of its own (docs/benchmarks.md)
+MAX_PART_SENTENCES = 4
 MAX_EMBEDDED = 14  # sentences embedded per question (the costly step), chosen by the cheap model
 LISTED_SHARE = 0.75  # a listing lists the papers with this share of the best one's relevance
 LIKELY = 0.5  # another paper's sentence with this chance may take a place after the best
@@ -218,13 +221,15 @@ def _of(paper: int, order: list[int], cands: list[Sentence]) -> list[int]:
 def _per_part(parts: int, candidates: list[Candidate]) -> list[Candidate]:
     """A sentence for each part of a many-part question, from the one paper that answers the
     parts best together (the sum of its best chance for each); a part whose best sentence is
-    already chosen takes its next best, so each part adds a sentence."""
+    already chosen takes its next best, so each part adds a sentence. Then that paper's best
+    sentence for the whole question not yet chosen: n + 1 sentences, at most
+    MAX_PART_SENTENCES."""
 
     def fitness(paper: list[Candidate]) -> float:
         return sum(max(c.parts[i] for c in paper) for i in range(parts))
 
     paper = max(_by_paper(candidates), key=fitness)
-    places = min(parts + 1, MAX_SENTENCES + 1)
+    places = min(parts + 1, MAX_PART_SENTENCES)
     chosen: list[Candidate] = []
     for i in range(parts):
         order = sorted(paper, key=lambda c: -c.parts[i])
