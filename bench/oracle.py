@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.evaluation.harness import load_questions, normalise
+from core.models import TrainQuestion
 from core.settings import get_settings
 from core.text import plain_text, sentence_spans
 from store.index import Index
@@ -42,7 +43,9 @@ def main() -> None:
     args = parser.parse_args()
     index = Index(get_settings())
     questions = [
-        q for q in load_questions(args.questions) if q.answerable and q.facts and len(q.gold) == 1
+        q
+        for q in load_questions(args.questions, model=TrainQuestion)  # a set may keep evidence
+        if q.answerable and q.facts and len(q.gold) == 1
     ]
     ours = {}
     if args.report:

@@ -264,7 +264,8 @@ def test_bm25_finds_exact_names_and_dense_finds_meaning(sample_service: QAServic
 def test_a_keyword_question_with_a_typo_is_searched_and_answered_as_meant(
     sample_service: QAService,
 ) -> None:
-    typed, meant = "synthtic optical flow datset pipeline", "synthetic optical flow dataset pipeline"
+    typed = "synthtic optical flow datset pipeline"
+    meant = "synthetic optical flow dataset pipeline"
     query, _ = sample_service.read(typed)
     assert query.words == sample_service.read(meant)[0].words
     assert query.text == typed  # the question is shown and embedded as typed
@@ -373,7 +374,6 @@ def test_a_two_part_answer_quotes_each_parts_sentence_of_one_paper_and_its_next_
         for i, (name, (source, p, parts)) in enumerate(scored.items())
     ]
     assert [c.sentence for c in _per_part(2, candidates)] == ["A1", "A2", "A3"]
-
 
 
 def test_a_three_part_answer_quotes_each_parts_sentence_and_the_papers_best() -> None:
