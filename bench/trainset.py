@@ -339,28 +339,34 @@ def merge_eval(args: argparse.Namespace) -> None:
             p["id"]: p for p in map(json.loads, packet.read_text(encoding="utf-8").splitlines())
         }
         answers = packet.with_name(packet.name.replace("packet-", "questions-"))
-        lines = answers.read_text(encoding="utf-8").splitlines() if answers.exists() else []
-        for n, line in enumerate(lines, start=1):
+        if not answers.exists():
+            print(f"{answers}: missing", file=sys.stderr)
+            continue
+        for n, line in enumerate(answers.read_text(encoding="utf-8").splitlines(), start=1):
             if not line.strip():
                 continue
-            raw = json.loads(line)
             try:
+                raw = json.loads(line)
                 row = (
                     _checked_listing(raw, corpus, excluded)
                     if raw.get("type") == "multi"
                     else _checked(raw, papers)
                 )
-            except (ValueError, KeyError, TypeError) as err:
+            except (ValueError, KeyError, TypeError, AttributeError) as err:
                 print(f"{answers}:{n}: dropped: {err}", file=sys.stderr)
                 continue
             rows.append({"id": f"{args.prefix}-{len(rows) + 1:03d}", **row, "batch": packet.stem})
     unique = _unique(rows)
     out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in unique))
     print(f"{out}: {len(unique)} questions {dict(Counter(r['type'] for r in unique))}")
 
 
 def _checked_listing(raw: dict, corpus: dict[str, dict], excluded: set[str]) -> dict:
+    question = str(raw["question"]).strip()
+    if len(question) < 8:
+        raise ValueError("short question")
     gold = list(dict.fromkeys(raw["gold"]))
     if not 2 <= len(gold) <= 8:
         raise ValueError(f"a listing needs 2-8 papers, not {len(gold)}")
@@ -369,10 +375,11 @@ def _checked_listing(raw: dict, corpus: dict[str, dict], excluded: set[str]) -> 
     why = {e["paper"]: str(e["why"]) for e in raw["evidence"]}
     for pid in gold:
         paper = corpus[pid]
-        if pid not in why or _norm(why[pid]) not in _norm(f"{paper['title']} {paper['abstract']}"):
+        phrase = _norm(why.get(pid, ""))
+        if len(phrase) < 3 or phrase not in _norm(f"{paper['title']} {paper['abstract']}"):
             raise ValueError(f"no phrase of {pid} shows that it fits")
     return {
-        "question": str(raw["question"]).strip(),
+        "question": question,
         "gold": gold,
         "facts": [],
         "answerable": True,

@@ -219,7 +219,8 @@ _BROKEN_WORD = re.compile(r"(?<!\w)([^\W\d_]+|\d+)- ([^\W\d_A-Z][^\W\d_]*)((?:-[
 
 
 @lru_cache(maxsize=1)
-def _english() -> Any:
+def english_words() -> Any:
+    """pyspellchecker's English word list, loaded once."""
     from spellchecker import SpellChecker  # an English word list (~0.2 s to load)
 
     return SpellChecker(language="en", distance=1).word_frequency
@@ -227,20 +228,23 @@ def _english() -> Any:
 
 def english_word(word: str) -> bool:
     """Whether the English word list knows ``word`` (case ignored)."""
-    return bool(_english()[word.casefold()] > 0)
+    return bool(english_words()[word.casefold()] > 0)
 
 
-def one_edit(word: str) -> set[str]:
-    """Every string one deletion, swap of neighbours, replacement or insertion from ``word``
-    (lower-case letters; the first letter kept as typed, where typos are rare)."""
+def one_edit(word: str) -> tuple[set[str], set[str], set[str]]:
+    """The strings one edit from ``word`` (lower-case letters), by how likely a typist made the
+    edit that they undo: a letter inserted or two neighbours swapped back (a dropped or swapped
+    letter: "datset", "infernce", "grpah"); a letter deleted (a doubled or extra one); a letter
+    replaced. The first letter is kept as typed, where typos are rare."""
     letters = "abcdefghijklmnopqrstuvwxyz"
     head, body = word[:1], word[1:]
     splits = [(body[:i], body[i:]) for i in range(len(body) + 1)]
-    deletes = [a + b[1:] for a, b in splits if b]
-    swaps = [a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1]
-    replaces = [a + c + b[1:] for a, b in splits if b for c in letters]
-    inserts = [a + c + b for a, b in splits for c in letters]
-    return {head + w for w in (*deletes, *swaps, *replaces, *inserts)} - {word}
+    inserts = {a + c + b for a, b in splits for c in letters}
+    swaps = {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+    deletes = {a + b[1:] for a, b in splits if b}
+    replaces = {a + c + b[1:] for a, b in splits if b for c in letters}
+    kinds = (inserts | swaps, deletes, replaces)
+    return tuple({head + w for w in kind} - {word} for kind in kinds)  # type: ignore[return-value]
 
 
 def dehyphenate(text: str) -> str:
@@ -251,7 +255,7 @@ def dehyphenate(text: str) -> str:
     or the text itself knows; else the halves join with a hyphen when the second is a word."""
     if _BROKEN_WORD.search(text) is None:
         return text
-    known = _english()
+    known = english_words()
     own = {w.casefold() for w in re.findall(r"[^\W\d_]{3,}", _BROKEN_WORD.sub(" ", text))}
 
     def word(w: str) -> bool:  # three letters are too few: "ing", "cal" are words and suffixes

@@ -93,6 +93,12 @@ def _joined(arrays: list[np.ndarray], empty: tuple[int, ...]) -> np.ndarray:
     return np.concatenate(arrays) if arrays else np.zeros(empty, dtype=np.float32)
 
 
+# A misspelt word is at most this long (one_edit grows with the square of a word's length), and
+# a word English does not know is meant only if this many chunks hold it ("seriatal" is no word)
+MAX_TYPO = 20
+MIN_MEANT_DF = 5
+
+
 class BM25Index:
     """BM25 over every chunk, plus facets for filters and the chunk vectors (row ``i`` is
     ``chunk_ids[i]``), so a chunk only BM25 found gets its dense similarity locally."""
@@ -279,42 +285,55 @@ class BM25Index:
         ]
 
     def spelled(self, text: str) -> list[str]:
-        """``text``'s search words, a misspelt one searched as the indexed word meant.
+        """``text``'s search words (as `core.tokens.words` gives them), a misspelt one searched
+        as the word meant.
 
-        A word typed in lower case, of four letters or more, that no chunk holds and English
-        does not know ("benchmakrs") becomes the search word of a word one edit away: an English
-        word the index holds first, else the indexed word most chunks hold; failing both, the
-        indexed search word one edit from its own that most chunks hold. Capitalised words
-        (names) and words nothing is near are searched as typed."""
+        A misspelt word is typed in lower-case ASCII letters, 4 to MAX_TYPO letters long, no
+        chunk holds its search word and English does not know it ("benchmakrs"). The word
+        meant is one edit away (`core.text.one_edit`), of the likeliest kind of edit that
+        reaches any candidate: an English word whose search word the index holds first, then
+        the search word most chunks hold (at least MIN_MEANT_DF of them, for a word English does
+        not know); failing all, the indexed search word one edit from its own. A misspelt
+        stopword ("thier", "papres") is dropped. Capitalised words (names), words with digits or
+        accents, and words nothing is near are searched as typed."""
         out: list[str] = []
         for typed in TOKEN.findall(text):
             found = words([typed])[0]
-            if not found:
-                continue
-            term = found[0]
-            if (
-                len(typed) >= 4
-                and typed.isalpha()
-                and typed.islower()
-                and not self.df(term)
-                and not english_word(typed)
-            ):
-                term = self._meant(typed, term) or term
-            out.append(term)
+            if len(found) == 1 and self._typo(typed, found[0]):
+                meant = self._meant(typed, found[0])
+                found = [] if meant == "" else [meant or found[0]]
+            out.extend(found)
         return out
 
+    def _typo(self, typed: str, term: str) -> bool:
+        return (
+            4 <= len(typed) <= MAX_TYPO
+            and typed.isascii()
+            and typed.isalpha()
+            and typed.islower()
+            and not english_word(typed)
+            and not self.df(term)
+        )
+
     def _meant(self, typed: str, term: str) -> str | None:
-        near = sorted(one_edit(typed))
-        held = [
-            (t, w) for w, t in zip(near, (ws[0] if ws else "" for ws in words(near)), strict=True)
-        ]
-        counted = [(self.df(t), english_word(w), t) for t, w in held if t]
-        counted = [c for c in counted if c[0]]
-        if counted:  # an English word first, then the one the most chunks hold
-            return max(counted, key=lambda c: (c[1], c[0]))[2]
-        stems = [(self.df(t), t) for t in sorted(one_edit(term))]
+        """The search word meant by ``typed`` (whose search word is ``term``); "" for a
+        stopword, None when nothing indexed is near."""
+        for near in one_edit(typed):
+            candidates = sorted(near)
+            scored = []
+            for word, found in zip(candidates, words(candidates), strict=True):
+                if not found:
+                    if english_word(word):  # a stopword: "their" for "thier"
+                        return ""
+                    continue
+                english, df = english_word(word), self.df(found[0])
+                if df and (english or df >= MIN_MEANT_DF):
+                    scored.append((english, df, found[0]))
+            if scored:
+                return max(scored)[2]
+        stems = [(self.df(t), t) for t in sorted(set().union(*one_edit(term)))]
         best = max(stems, default=(0, ""))
-        return best[1] if best[0] else None
+        return best[1] if best[0] >= MIN_MEANT_DF else None
 
     def coverage(self, query: Sequence[str], texts: list[str]) -> list[float]:
         """For each text, the share of the query's word weight (idf) that it contains; the

@@ -150,7 +150,24 @@ def test_a_misspelt_search_word_is_searched_as_the_indexed_word_meant() -> None:
     bm25 = index(ROWS)
     assert bm25.spelled("difusion modles for imgaes") == words(["diffusion models for images"])[0]
     assert bm25.spelled("bandits with graph feedbakc") == words(["bandits with graph feedback"])[0]
-    # what is not a typo of an indexed word is searched as typed: a capitalised name, an English
-    # word the index lacks, a word of three letters, one nothing indexed is one edit from
-    for typed in ("Difusion", "tomato", "grp", "quokkasgd"):
+    # a misspelt stopword is dropped, not read as another word ("thier" is not "tier")
+    assert bm25.spelled("thier graph feedback") == words(["graph feedback"])[0]
+    # searched as typed: a capitalised name, an English word ("modes" is not "models"), a word
+    # of three letters, one nothing indexed is one edit from, a word with an accent
+    for typed in ("Difusion", "modes", "grp", "quokkasgd", "difusiön"):
         assert bm25.spelled(f"{typed} models") == words([f"{typed} models"])[0]
+    text = "message passing on graph neural networks"
+    assert bm25.spelled(text) == words([text])[0]
+
+
+def test_the_word_meant_is_reached_by_the_likeliest_edit_then_the_commonest() -> None:
+    rows = [
+        ("a:0", "early stopping of training", None, None, []),
+        *[(f"s{i}:0", f"storing weights {i}", None, None, []) for i in range(6)],
+        ("x:0", "gradient boosting with xgboost", None, None, []),
+    ]
+    bm25 = index(rows)
+    # "stoping" is "stopping" with a letter dropped, though more chunks hold "storing"
+    assert bm25.spelled("stoping rule") == words(["stopping rule"])[0]
+    # a word English does not know is meant only if enough chunks hold it
+    assert bm25.spelled("xgbost") == words(["xgbost"])[0]

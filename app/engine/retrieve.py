@@ -132,13 +132,19 @@ class Retriever:
         return np.asarray(self.embedder.embed_query(text), dtype=np.float32)
 
     def query(
-        self, text: str, filters: Filters | None = None, k: int | None = None, mode: Mode = "hybrid"
+        self,
+        text: str,
+        filters: Filters | None = None,
+        k: int | None = None,
+        mode: Mode = "hybrid",
+        at: Snapshot | None = None,
     ) -> Query:
-        """``text`` read for search: embedded and cut into search words, once."""
+        """``text`` read for search: embedded and cut into search words, once; with the index
+        ``at``, a misspelt word is searched as the word meant (`BM25Index.spelled`)."""
         return Query(
             text=text,
             vector=self.embed(text),
-            words=tuple(words([text])[0]),
+            words=tuple(at.bm25.spelled(text) if at is not None else words([text])[0]),
             filters=filters or Filters(),
             k=k or self.settings.top_k,
             mode=mode,

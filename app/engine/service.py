@@ -59,7 +59,7 @@ from core.models import (
     Usage,
 )
 from core.settings import Settings, get_settings
-from core.text import english_word
+from core.text import english_words
 from core.tokens import truncate
 from ingest.embed import get_embedder
 from store.feedback import FeedbackStore
@@ -174,7 +174,7 @@ class QAService:
         # own title, which retrieval finds. A generative provider is not called for it.
         head = at.chunks.get(at.bm25.chunk_ids[:1])
         title = next(iter(head.values())).plain_title if head else "warm up"
-        english_word(title)  # the word list misspelt search words are checked against
+        english_words()  # what misspelt search words are checked against
         if provider.name == "extractive":
             self.ask(title)
         else:
@@ -374,11 +374,10 @@ class QAService:
             parsed, cleaned = parsed.without(ignore), standalone  # the phrase stays a topic
         text = cleaned if parsed.active else standalone
         t = time.perf_counter()
-        query = self.retriever.query(
-            text, explicit.merged_over(parsed), k or self.top_k(standalone), mode
-        )
         # a misspelt word is searched as the word meant; the vector is the typed question's
-        query = replace(query, words=tuple(at.bm25.spelled(text)))
+        query = self.retriever.query(
+            text, explicit.merged_over(parsed), k or self.top_k(standalone), mode, at
+        )
         if standalone != text:  # the answer is written to the whole question
             query = replace(
                 query,
@@ -400,7 +399,7 @@ class QAService:
         hits = self.retriever.search(query, at, timings)
         if sides := comparison_sides(query.text):
             each = [
-                self.retriever.query(side, query.filters, query.k, query.mode) for side in sides
+                self.retriever.query(side, query.filters, query.k, query.mode, at) for side in sides
             ]
             hits = merge_hits(
                 [self.retriever.search(side, at)[:1] for side in each] + [hits], query.k
@@ -451,7 +450,9 @@ class QAService:
     def _counted(self, query: Query, at: Snapshot, started: float) -> Iterator[str | Answer]:
         """A counting or trend question: exact counts over the papers that match the topic,
         with the nearest few cited as examples. No provider is asked."""
-        topic = self.retriever.query(count_topic(query.text), query.filters, query.k, query.mode)
+        topic = self.retriever.query(
+            count_topic(query.text), query.filters, query.k, query.mode, at
+        )
         counts, ranked = count_papers(topic, at)
         matched = set(ranked)
         hits = self.retriever.search(topic, at)

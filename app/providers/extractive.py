@@ -223,7 +223,7 @@ def _per_part(parts: int, candidates: list[Candidate]) -> list[Candidate]:
     parts best together (the sum of its best chance for each); a part whose best sentence is
     already chosen takes its next best, so each part adds a sentence. Then that paper's best
     sentence for the whole question not yet chosen: n + 1 sentences, at most
-    MAX_PART_SENTENCES."""
+    MAX_PART_SENTENCES (a fifth part and later get none)."""
 
     def fitness(paper: list[Candidate]) -> float:
         return sum(max(c.parts[i] for c in paper) for i in range(parts))
