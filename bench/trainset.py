@@ -36,7 +36,7 @@ import random
 import re
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -292,10 +292,9 @@ def _unique(rows: list[dict]) -> list[dict]:
     return unique
 
 
-def merge(args: argparse.Namespace) -> None:
-    folder = Path(args.packets)
-    rows: list[dict] = []
-    dropped: Counter[str] = Counter()
+def _annotated(folder: Path) -> Iterator[tuple[Path, dict[str, dict], Path, int, str]]:
+    """Each annotator's line beside its packet: (packet, its papers by id, the answers file, line
+    number, line); a packet whose questions-K.jsonl is missing is reported and skipped."""
     for packet in sorted(folder.glob("packet-*.jsonl")):
         papers = {
             p["id"]: p for p in map(json.loads, packet.read_text(encoding="utf-8").splitlines())
@@ -305,18 +304,24 @@ def merge(args: argparse.Namespace) -> None:
             print(f"{answers}: missing", file=sys.stderr)
             continue
         for n, line in enumerate(answers.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                row = _checked(json.loads(line), papers)
-            except (ValueError, KeyError, TypeError) as err:
-                dropped[str(err).split(":")[0]] += 1
-                if args.verbose:
-                    print(f"{answers}:{n}: {err}", file=sys.stderr)
-                continue
-            row["id"] = f"t{len(rows) + 1:05d}"
-            row["batch"] = packet.stem
-            rows.append(row)
+            if line.strip():
+                yield packet, papers, answers, n, line
+
+
+def merge(args: argparse.Namespace) -> None:
+    rows: list[dict] = []
+    dropped: Counter[str] = Counter()
+    for packet, papers, answers, n, line in _annotated(Path(args.packets)):
+        try:
+            row = _checked(json.loads(line), papers)
+        except (ValueError, KeyError, TypeError) as err:
+            dropped[str(err).split(":")[0]] += 1
+            if args.verbose:
+                print(f"{answers}:{n}: {err}", file=sys.stderr)
+            continue
+        row["id"] = f"t{len(rows) + 1:05d}"
+        row["batch"] = packet.stem
+        rows.append(row)
     unique = _unique(rows)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -334,28 +339,18 @@ def merge_eval(args: argparse.Namespace) -> None:
     with gzip.open(args.corpus, "rt", encoding="utf-8") as fh:
         corpus = {p["id"]: p for p in map(json.loads, fh)}
     rows: list[dict] = []
-    for packet in sorted(folder.glob("packet-*.jsonl")):
-        papers = {
-            p["id"]: p for p in map(json.loads, packet.read_text(encoding="utf-8").splitlines())
-        }
-        answers = packet.with_name(packet.name.replace("packet-", "questions-"))
-        if not answers.exists():
-            print(f"{answers}: missing", file=sys.stderr)
+    for packet, papers, answers, n, line in _annotated(folder):
+        try:
+            raw = json.loads(line)
+            row = (
+                _checked_listing(raw, corpus, excluded)
+                if raw.get("type") == "multi"
+                else _checked(raw, papers)
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
+            print(f"{answers}:{n}: dropped: {err}", file=sys.stderr)
             continue
-        for n, line in enumerate(answers.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                raw = json.loads(line)
-                row = (
-                    _checked_listing(raw, corpus, excluded)
-                    if raw.get("type") == "multi"
-                    else _checked(raw, papers)
-                )
-            except (ValueError, KeyError, TypeError, AttributeError) as err:
-                print(f"{answers}:{n}: dropped: {err}", file=sys.stderr)
-                continue
-            rows.append({"id": f"{args.prefix}-{len(rows) + 1:03d}", **row, "batch": packet.stem})
+        rows.append({"id": f"{args.prefix}-{len(rows) + 1:03d}", **row, "batch": packet.stem})
     unique = _unique(rows)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
